@@ -1,0 +1,101 @@
+// Package backend defines the op interface the model architecture is written
+// against. A backend (the CPU reference in backend/cpu, the Vulkan one in vk)
+// implements it; the model never sees which one runs.
+//
+// The forward pass is recorded once per batch shape into a Program and then
+// replayed for every call with new token ids and a new start position. This is
+// what lets the Vulkan backend record a command buffer once and resubmit it:
+// nothing in a recording depends on the token values or the position, and no
+// value is read back until the program's outputs.
+package backend
+
+import "github.com/vkinfer/vkinfer/quant"
+
+// Tensor is an opaque handle to a backend-owned 2-D tensor of Rows() rows of
+// Cols() contiguous values. Activations are f32; weights keep their GGUF type.
+type Tensor interface {
+	Rows() int
+	Cols() int
+}
+
+// RoPE describes rotary position embedding for one tensor of heads.
+type RoPE struct {
+	Heads   int     // heads in the tensor (the row holds Heads*HeadDim values)
+	HeadDim int     // values per head
+	Dims    int     // leading dims of each head that rotate (rope.dimension_count)
+	NeoX    bool    // rotate pairs (i, i+Dims/2) instead of adjacent pairs (2i, 2i+1)
+	Base    float32 // rope.freq_base
+	Scale   float32 // position multiplier (1/linear scaling factor); 1 when unscaled
+	Factors Tensor  // optional per-frequency divisors (rope_freqs.weight, Dims/2 values), or nil
+}
+
+// Attention describes causal multi-head attention with grouped KV heads.
+type Attention struct {
+	Heads   int     // query heads
+	KVHeads int     // key/value heads; Heads is a multiple of KVHeads
+	HeadDim int     // values per head
+	Scale   float32 // multiplies q·k, usually 1/sqrt(HeadDim)
+}
+
+// Ops records the operations of a forward pass over a batch of N tokens at
+// positions pos..pos+N-1, where the token ids and pos are supplied at Run time.
+// Shapes are fixed at record time. dst may not alias an input unless stated.
+type Ops interface {
+	// Tensor allocates an f32 activation of rows×cols owned by the program.
+	Tensor(rows, cols int) Tensor
+	// Embed sets dst[i] = table[token_i] (dequantized).
+	Embed(dst, table Tensor)
+	// RMSNorm sets dst[i] = x[i] / sqrt(mean(x[i]²) + eps) * w. dst may be x.
+	RMSNorm(dst, x, w Tensor, eps float32)
+	// MatMul sets dst[i][r] = Σ_k w[r][k]·x[i][k]: w is rows×K, x is N×K, dst is N×rows.
+	MatMul(dst, w, x Tensor)
+	// AddBias adds the 1-row tensor b to every row of x, in place.
+	AddBias(x, b Tensor)
+	// Add sets dst = a + b elementwise. dst may be a or b.
+	Add(dst, a, b Tensor)
+	// RoPE rotates x in place; row i is at position pos+i.
+	RoPE(x Tensor, p RoPE)
+	// StoreKV writes k and v (N × KVHeads*HeadDim) into the layer's cache at pos..pos+N-1.
+	StoreKV(layer int, k, v Tensor)
+	// Attend computes causal attention of q (N × Heads*HeadDim) over the layer's
+	// cache positions 0..pos+i for row i, writing N × Heads*HeadDim to dst.
+	Attend(dst, q Tensor, layer int, a Attention)
+	// SwiGLU sets dst = silu(gate) * up. dst may be gate.
+	SwiGLU(dst, gate, up Tensor)
+	// CopyRows sets dst = x[first : first+dst.Rows()].
+	CopyRows(dst, x Tensor, first int)
+	// Output marks t to be read back by Program.Run, in the order of the calls.
+	Output(t Tensor)
+}
+
+// Program is a recorded forward pass for a fixed batch size.
+type Program interface {
+	// Run executes the pass for tokens (len == the recorded batch size) at
+	// positions pos.. and copies each Output tensor, in order, into out, which
+	// must hold the sum of their sizes.
+	Run(tokens []int32, pos int, out []float32) error
+	// Close releases the program's activations.
+	Close()
+}
+
+// Cache describes the KV cache a backend keeps for a model.
+type Cache struct {
+	Layers  int
+	Context int // positions
+	KVDim   int // KVHeads*HeadDim per position for both K and V
+}
+
+// Backend places weights, owns the KV cache and records programs.
+type Backend interface {
+	// Name is a short label for reports ("CPU", "Vulkan").
+	Name() string
+	// Weight places a GGUF tensor of rows×cols values of type t whose bytes
+	// are data (borrowed from the mmap for the duration of the call or longer).
+	Weight(name string, t quant.Type, rows, cols int, data []byte) (Tensor, error)
+	// InitCache allocates (or reallocates) the KV cache.
+	InitCache(c Cache) error
+	// Record builds a program for a batch of n tokens.
+	Record(n int, build func(Ops)) (Program, error)
+	// Close releases everything the backend holds.
+	Close()
+}
