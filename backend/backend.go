@@ -89,6 +89,10 @@ type Cache struct {
 type Backend interface {
 	// Name is a short label for reports ("CPU", "Vulkan").
 	Name() string
+	// Reserve is told, before any Weight call, how many bytes of weights
+	// will follow and the KV cache that InitCache will ask for, so a device
+	// backend can refuse a model that does not fit, naming both sizes.
+	Reserve(weightBytes uint64, c Cache) error
 	// Weight places a GGUF tensor of rows×cols values of type t whose bytes
 	// are data (borrowed from the mmap for the duration of the call or longer).
 	Weight(name string, t quant.Type, rows, cols int, data []byte) (Tensor, error)

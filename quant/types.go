@@ -4,6 +4,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -55,7 +56,9 @@ type typeInfo struct {
 	supported  bool
 }
 
-var types = map[Type]typeInfo{
+// types is indexed by id (an array, not a map: Dot looks sizes up once per
+// row on the CPU matmul's hot path). Ids without an entry have an empty name.
+var types = [...]typeInfo{
 	F32:     {"F32", 1, 4, true},
 	F16:     {"F16", 1, 2, true},
 	Q4_0:    {"Q4_0", 32, 18, true},
@@ -90,15 +93,23 @@ var types = map[Type]typeInfo{
 	MXFP4:   {"MXFP4", 32, 17, false},
 }
 
+// info returns the table entry of t; ok is false for an unknown id.
+func (t Type) info() (ti typeInfo, ok bool) {
+	if uint64(t) < uint64(len(types)) && types[t].name != "" {
+		return types[t], true
+	}
+	return typeInfo{}, false
+}
+
 // Known reports whether t is a GGML type id this package knows the layout of.
-func (t Type) Known() bool { _, ok := types[t]; return ok }
+func (t Type) Known() bool { _, ok := t.info(); return ok }
 
 // Supported reports whether vkinfer can compute with tensors of type t.
-func (t Type) Supported() bool { return types[t].supported }
+func (t Type) Supported() bool { ti, _ := t.info(); return ti.supported }
 
 // String returns the GGML name, e.g. "Q4_K", or "type(N)" for an unknown id.
 func (t Type) String() string {
-	if ti, ok := types[t]; ok {
+	if ti, ok := t.info(); ok {
 		return ti.name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
@@ -106,20 +117,23 @@ func (t Type) String() string {
 
 // BlockSize is the number of values in one block (1 for plain float types).
 // It is 0 for an unknown type.
-func (t Type) BlockSize() int { return types[t].blockSize }
+func (t Type) BlockSize() int { ti, _ := t.info(); return ti.blockSize }
 
 // BlockBytes is the size in bytes of one block. It is 0 for an unknown type.
-func (t Type) BlockBytes() int { return types[t].blockBytes }
+func (t Type) BlockBytes() int { ti, _ := t.info(); return ti.blockBytes }
 
 // RowBytes returns the bytes of a row of n values, or an error when n is not
 // a whole number of blocks or the type is unknown.
 func (t Type) RowBytes(n int) (int, error) {
-	ti, ok := types[t]
+	ti, ok := t.info()
 	if !ok {
 		return 0, fmt.Errorf("unknown tensor type id %d", uint32(t))
 	}
 	if n < 0 || n%ti.blockSize != 0 {
 		return 0, fmt.Errorf("%s row of %d values is not a whole number of %d-value blocks", ti.name, n, ti.blockSize)
+	}
+	if n/ti.blockSize > math.MaxInt/ti.blockBytes {
+		return 0, fmt.Errorf("%s row of %d values: byte size overflows int", ti.name, n)
 	}
 	return n / ti.blockSize * ti.blockBytes, nil
 }
@@ -127,8 +141,8 @@ func (t Type) RowBytes(n int) (int, error) {
 // ParseType maps a GGML type name ("q4_k", "F16", …) to its id.
 func ParseType(name string) (Type, bool) {
 	for t, ti := range types {
-		if strings.EqualFold(ti.name, name) {
-			return t, true
+		if ti.name != "" && strings.EqualFold(ti.name, name) {
+			return Type(t), true
 		}
 	}
 	return 0, false

@@ -1,0 +1,108 @@
+// Package cpu is the reference backend: plain Go, float32 values with float64
+// accumulation where it is cheap, parallel across output rows. Every GPU
+// kernel is tested against it, and it runs models when no Vulkan device exists.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/quant"
+)
+
+// tensor is either an f32 activation (data) or a weight kept in its GGUF
+// encoding (raw), dequantized row by row as the ops need it.
+type tensor struct {
+	rows, cols int
+	data       []float32
+	typ        quant.Type
+	raw        []byte
+	rowBytes   int
+}
+
+func (t *tensor) Rows() int { return t.rows }
+func (t *tensor) Cols() int { return t.cols }
+
+// row returns row r of an activation.
+func (t *tensor) row(r int) []float32 { return t.data[r*t.cols : (r+1)*t.cols] }
+
+// rawRow returns the encoded bytes of row r of a weight.
+func (t *tensor) rawRow(r int) []byte { return t.raw[r*t.rowBytes : (r+1)*t.rowBytes] }
+
+// Backend is the CPU backend.
+type Backend struct {
+	threads int
+	cache   backend.Cache
+	k, v    [][]float32 // per layer: [Context][KVDim]
+}
+
+// New returns a CPU backend using up to threads goroutines per op
+// (threads <= 0 means one per CPU).
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	return &Backend{threads: threads}
+}
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "CPU" }
+
+// Weight implements backend.Backend. The bytes stay in the caller's mmap.
+func (b *Backend) Weight(name string, t quant.Type, rows, cols int, data []byte) (backend.Tensor, error) {
+	if !t.Supported() {
+		return nil, fmt.Errorf("tensor %q: unsupported tensor type %s", name, t)
+	}
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	if len(data) != rb*rows {
+		return nil, fmt.Errorf("tensor %q: %d bytes for %d×%d %s, want %d", name, len(data), rows, cols, t, rb*rows)
+	}
+	w := &tensor{rows: rows, cols: cols, typ: t, raw: data, rowBytes: rb}
+	if t == quant.F32 {
+		// Norm weights and biases are read as plain slices by the ops.
+		w.data = make([]float32, rows*cols)
+		if err := quant.Dequantize(t, data, w.data); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		}
+	}
+	return w, nil
+}
+
+// Reserve implements backend.Backend. Weights stay in the file's mmap and
+// the KV cache is allocated by InitCache, so there is nothing to check ahead.
+func (b *Backend) Reserve(uint64, backend.Cache) error { return nil }
+
+// InitCache implements backend.Backend.
+func (b *Backend) InitCache(c backend.Cache) error {
+	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 {
+		return fmt.Errorf("cpu: invalid KV cache shape %+v", c)
+	}
+	b.cache = c
+	b.k = make([][]float32, c.Layers)
+	b.v = make([][]float32, c.Layers)
+	for l := range c.Layers {
+		b.k[l] = make([]float32, c.Context*c.KVDim)
+		b.v[l] = make([]float32, c.Context*c.KVDim)
+	}
+	return nil
+}
+
+// Record implements backend.Backend: the program is the list of op closures.
+func (b *Backend) Record(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cpu: batch of %d tokens", n)
+	}
+	p := &program{b: b, n: n}
+	build(p)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p, nil
+}
+
+// Close implements backend.Backend.
+func (b *Backend) Close() { b.k, b.v = nil, nil }

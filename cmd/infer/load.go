@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/backend/cpu"
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/model"
+)
+
+// loadFlags are the model and backend flags shared by run and bench.
+type loadFlags struct {
+	model   string
+	ctx     int
+	threads int
+	ubatch  int
+	backend string
+	verbose bool
+}
+
+func (l *loadFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&l.model, "model", "m", "", "GGUF model path")
+	fs.IntVarP(&l.ctx, "ctx-size", "c", 0, "context size (0: the model's, at most 4096)")
+	fs.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
+	fs.IntVarP(&l.ubatch, "ubatch-size", "u", 512, "prompt tokens per forward pass")
+	fs.StringVar(&l.backend, "backend", "auto", "cpu, vulkan or auto")
+	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
+}
+
+// load opens the model, picks the backend and places the weights, printing a
+// summary and a progress bar on stderr.
+func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration, err error) {
+	t0 := time.Now()
+	if l.model == "" {
+		return nil, nil, 0, fmt.Errorf("no model given: use -m model.gguf")
+	}
+	f, err := gguf.Open(l.model)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	be, err := l.openBackend()
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, err
+	}
+	bar := newProgress(os.Stderr, "loading", f.Size())
+	m, err = model.Load(f, be, model.Options{Context: l.ctx, UBatch: l.ubatch, Progress: bar.update})
+	bar.done()
+	if err != nil {
+		be.Close()
+		f.Close()
+		return nil, nil, 0, err
+	}
+	printSummary(f, m, be)
+	return m, func() { m.Close(); f.Close() }, time.Since(t0), nil
+}
+
+func (l *loadFlags) openBackend() (backend.Backend, error) {
+	switch l.backend {
+	case "cpu", "auto":
+		return cpu.New(l.threads), nil
+	case "vulkan":
+		return nil, fmt.Errorf("--backend vulkan: the Vulkan backend is not built yet; use --backend cpu")
+	default:
+		return nil, fmt.Errorf("--backend %q: want cpu, vulkan or auto", l.backend)
+	}
+}
+
+// printSummary prints the model line llama.cpp users expect: architecture,
+// parameters, the mix of tensor types, context and backend.
+func printSummary(f *gguf.File, m *model.Model, be backend.Backend) {
+	var params uint64
+	count := map[string]int{}
+	for _, t := range f.Tensors() {
+		params += t.Elements()
+		count[t.Type.String()]++
+	}
+	var mix []string
+	for k, n := range count {
+		mix = append(mix, fmt.Sprintf("%s ×%d", k, n))
+	}
+	sort.Strings(mix)
+	hp := m.HP
+	fmt.Fprintf(os.Stderr, "model: %s | %s | %s params | %s | %s\n", f.Path(), hp.Arch, humanCount(params), strings.Join(mix, ", "), humanBytes(uint64(f.Size())))
+	fmt.Fprintf(os.Stderr, "model: n_embd %d, n_layer %d, n_head %d, n_head_kv %d, n_ff %d, n_vocab %d, ctx %d (trained %d)\n",
+		hp.Embd, hp.Layers, hp.Heads, hp.KVHeads, hp.FF, hp.Vocab, m.Context, hp.Context)
+	fmt.Fprintf(os.Stderr, "backend: %s\n", be.Name())
+}
+
+func humanCount(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.2f K", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,38 @@
+// Command infer runs GGUF language models on the GPU (Vulkan) or the CPU.
+//
+//	infer -m model.gguf -p "Once upon a time"   generate text (the default command)
+//	infer gen --preset tiny -o tiny.gguf        write a synthetic model
+//	infer devices                               list Vulkan devices
+//	infer bench -m model.gguf                   llama-bench-style throughput tests
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+// commands maps a subcommand to its entry point; anything else is `run`.
+var commands = map[string]func(args []string) error{
+	"run": runCmd,
+	"gen": genCmd,
+}
+
+func main() {
+	args := os.Args[1:]
+	cmd := runCmd
+	if len(args) > 0 {
+		if c, ok := commands[args[0]]; ok {
+			cmd, args = c, args[1:]
+		}
+	}
+	if err := cmd(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(1)
+	}
+}

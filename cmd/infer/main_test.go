@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkinfer/vkinfer/internal/fixtures"
+	"github.com/vkinfer/vkinfer/internal/tinymodel"
+)
+
+var binary string
+
+// TestMain builds the infer binary once so the tests exercise it exactly as a
+// user would: flags, exit status, stdout and stderr.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "infer-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "infer")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+func infer(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestGoldenContinuation is the README's first command: greedy generation on
+// stories260K must print llama.cpp's continuation.
+func TestGoldenContinuation(t *testing.T) {
+	var g struct {
+		Text string `json:"greedy_text"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "golden", "stories260K.once.cpu-f32.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	r := infer(t, "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "Once upon a time", "-n", "48", "--temp", "0", "--backend", "cpu")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if want := "Once upon a time" + g.Text; !strings.HasPrefix(r.stdout, want) {
+		t.Fatalf("stdout %q\nwant %q", r.stdout, want)
+	}
+	for _, s := range []string{"load time", "prompt eval time", "eval time", "tokens per second", "llama"} {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+		}
+	}
+}
+
+// TestBadInput checks that every kind of bad input ends with a one-line
+// error and exit status 1, quickly, and never a panic.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile(fixtures.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	version := func(v byte) []byte {
+		b := bytes.Clone(good[:4096])
+		b[4] = v
+		return b
+	}
+	unsupported := tinymodel.New()
+	unsupported.Set("general.architecture", "gptx")
+	story := fixtures.Path(t, "stories260K.gguf")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing file", []string{"-m", filepath.Join(dir, "nope.gguf"), "-p", "x"}, "no such file"},
+		{"bad magic", []string{"-m", write("magic.gguf", append([]byte("GGUX"), good[4:4096]...)), "-p", "x"}, "magic"},
+		{"version 2", []string{"-m", write("v2.gguf", version(2)), "-p", "x"}, "version 2"},
+		{"version 99", []string{"-m", write("v99.gguf", version(99)), "-p", "x"}, "version 99"},
+		{"truncated header", []string{"-m", write("trunc.gguf", good[:20]), "-p", "x"}, "trunc"},
+		{"truncated data", []string{"-m", write("trunc2.gguf", good[:len(good)-1000]), "-p", "x"}, "outside the file"},
+		{"unsupported architecture", []string{"-m", unsupported.Write(t), "-p", "x"}, "unsupported architecture"},
+		{"context overflow", []string{"-m", story, "-p", strings.Repeat("Once upon a time ", 20), "-c", "32", "-n", "8"}, "exceed the context"},
+		{"prompt longer than context", []string{"-m", story, "-p", strings.Repeat("Once upon a time ", 20), "-c", "32", "-n", "-1"}, "exceed the context"},
+		{"bad flag", []string{"-m", story, "--nonsense"}, "unknown flag"},
+		{"bad backend", []string{"-m", story, "-p", "x", "--backend", "metal"}, "--backend"},
+		{"no model", []string{"-p", "x"}, "-m"},
+		{"stray argument", []string{"-m", story, "-p", "x", "extra"}, "unexpected argument"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := infer(t, c.args...)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			last := lines[len(lines)-1]
+			if r.code != 1 || !strings.HasPrefix(last, "error: ") || !strings.Contains(last, c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and a last line \"error: …%s…\"", r.code, r.stderr, c.want)
+			}
+			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+				t.Fatalf("panicked: %s", r.stderr)
+			}
+			// A hang guard, not a timing test: bad input must fail at once.
+			if r.took > 10*time.Second {
+				t.Fatalf("took %v to reject bad input", r.took)
+			}
+		})
+	}
+}

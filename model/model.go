@@ -1,0 +1,212 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/model/tokenizer"
+)
+
+// Options configure Load.
+type Options struct {
+	Context  int // KV cache positions; 0 means the model's trained context, capped at 4096
+	UBatch   int // prompt tokens per forward program; 0 means 512
+	Progress func(done, total uint64)
+}
+
+// Model is a loaded llama-family model bound to a backend.
+type Model struct {
+	HP      HParams
+	Tok     *tokenizer.Tokenizer
+	Context int
+	UBatch  int
+
+	be       backend.Backend
+	w        *weights
+	programs map[programKey]backend.Program
+	out      []float32
+	discard  []float32
+}
+
+type programKey struct {
+	n   int
+	all bool // logits for every row, not just the last
+}
+
+// Load reads the hyper-parameters and tokenizer of f and places its weights
+// on be. f must stay open while the model is used (the CPU backend reads
+// weights from its mmap).
+func Load(f *gguf.File, be backend.Backend, o Options) (*Model, error) {
+	hp, err := ReadHParams(f)
+	if err != nil {
+		return nil, err
+	}
+	te, ok := f.Tensor("token_embd.weight")
+	if !ok {
+		return nil, fmt.Errorf("model: tensor %q is missing", "token_embd.weight")
+	}
+	if len(te.Shape) != 2 || te.Shape[1] > math.MaxInt32 {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, want [%d, n_vocab]", te.Name, te.Shape, hp.Embd)
+	}
+	hp.Vocab = int(te.Shape[1])
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if tok.VocabSize() > hp.Vocab {
+		return nil, fmt.Errorf("model: tokenizer has %d tokens but token_embd.weight only %d rows", tok.VocabSize(), hp.Vocab)
+	}
+	m := &Model{HP: hp, Tok: tok, be: be, programs: map[programKey]backend.Program{}}
+	m.Context = o.Context
+	if m.Context <= 0 {
+		m.Context = min(hp.Context, 4096)
+	}
+	m.UBatch = o.UBatch
+	if m.UBatch <= 0 {
+		m.UBatch = 512
+	}
+	cache := backend.Cache{Layers: hp.Layers, Context: m.Context, KVDim: hp.KVHeads * hp.HeadDim}
+	var weightBytes uint64
+	for _, t := range f.Tensors() {
+		weightBytes += t.Bytes
+	}
+	if err := be.Reserve(weightBytes, cache); err != nil {
+		return nil, err
+	}
+	m.w, err = bindWeights(&binder{f: f, be: be, progress: o.Progress}, hp)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.InitCache(cache); err != nil {
+		return nil, fmt.Errorf("model: KV cache: %w", err)
+	}
+	return m, nil
+}
+
+// Close releases the programs and the backend.
+func (m *Model) Close() {
+	for _, p := range m.programs {
+		p.Close()
+	}
+	m.programs = nil
+	m.be.Close()
+}
+
+// Forward runs tokens at positions pos.. and returns the logits of the last
+// token, or of every token when all is set (n_vocab values per token). The
+// slice is reused by the next call. Prompts longer than UBatch run in pieces.
+func (m *Model) Forward(tokens []int32, pos int, all bool) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("model: no tokens to evaluate")
+	}
+	if pos < 0 || pos+len(tokens) > m.Context {
+		return nil, fmt.Errorf("model: %d tokens at position %d exceed the context of %d", len(tokens), pos, m.Context)
+	}
+	rows := 1
+	if all {
+		rows = len(tokens)
+	}
+	if cap(m.out) < rows*m.HP.Vocab {
+		m.out = make([]float32, rows*m.HP.Vocab)
+	}
+	out := m.out[:rows*m.HP.Vocab]
+	for start := 0; start < len(tokens); start += m.UBatch {
+		batch := tokens[start:min(start+m.UBatch, len(tokens))]
+		last := start+len(batch) == len(tokens)
+		if !all && !last {
+			// Only the KV cache matters for all but the last piece, but the
+			// program still computes one row of logits; that costs one matvec.
+			if err := m.run(batch, pos+start, false, m.scratch()); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		dst := out
+		if all {
+			dst = out[start*m.HP.Vocab : (start+len(batch))*m.HP.Vocab]
+		}
+		if err := m.run(batch, pos+start, all, dst); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// scratch is a logits buffer for pieces whose logits nobody reads.
+func (m *Model) scratch() []float32 {
+	if len(m.discard) != m.HP.Vocab {
+		m.discard = make([]float32, m.HP.Vocab)
+	}
+	return m.discard
+}
+
+func (m *Model) run(tokens []int32, pos int, all bool, out []float32) error {
+	k := programKey{len(tokens), all}
+	p, ok := m.programs[k]
+	if !ok {
+		var err error
+		p, err = m.be.Record(k.n, func(ops backend.Ops) { m.build(ops, k.n, all) })
+		if err != nil {
+			return fmt.Errorf("model: recording a %d-token forward pass: %w", k.n, err)
+		}
+		m.programs[k] = p
+	}
+	if err := p.Run(tokens, pos, out); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	return nil
+}
+
+// build records the llama forward pass for n tokens.
+func (m *Model) build(ops backend.Ops, n int, all bool) {
+	hp, w := m.HP, m.w
+	q, kv := hp.Heads*hp.HeadDim, hp.KVHeads*hp.HeadDim
+	x := ops.Tensor(n, hp.Embd)
+	h := ops.Tensor(n, hp.Embd)
+	qt, kt, vt := ops.Tensor(n, q), ops.Tensor(n, kv), ops.Tensor(n, kv)
+	att := ops.Tensor(n, q)
+	proj := ops.Tensor(n, hp.Embd)
+	gate, up := ops.Tensor(n, hp.FF), ops.Tensor(n, hp.FF)
+	rope := func(heads int) backend.RoPE {
+		return backend.RoPE{Heads: heads, HeadDim: hp.HeadDim, Dims: hp.RopeDims, NeoX: hp.RopeNeoX,
+			Base: hp.RopeBase, Scale: hp.RopeScale, Factors: w.ropeFactors}
+	}
+	attn := backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
+		Scale: float32(1 / math.Sqrt(float64(hp.HeadDim)))}
+
+	ops.Embed(x, w.tokEmbd)
+	for i, l := range w.layers {
+		ops.RMSNorm(h, x, l.attnNorm, hp.Eps)
+		for _, p := range []struct{ dst, w, b backend.Tensor }{{qt, l.wq, l.bq}, {kt, l.wk, l.bk}, {vt, l.wv, l.bv}} {
+			ops.MatMul(p.dst, p.w, h)
+			if p.b != nil {
+				ops.AddBias(p.dst, p.b)
+			}
+		}
+		ops.RoPE(qt, rope(hp.Heads))
+		ops.RoPE(kt, rope(hp.KVHeads))
+		ops.StoreKV(i, kt, vt)
+		ops.Attend(att, qt, i, attn)
+		ops.MatMul(proj, l.wo, att)
+		ops.Add(x, x, proj)
+
+		ops.RMSNorm(h, x, l.ffnNorm, hp.Eps)
+		ops.MatMul(gate, l.gate, h)
+		ops.MatMul(up, l.up, h)
+		ops.SwiGLU(gate, gate, up)
+		ops.MatMul(proj, l.down, gate)
+		ops.Add(x, x, proj)
+	}
+	rows := n
+	if !all && n > 1 {
+		last := ops.Tensor(1, hp.Embd)
+		ops.CopyRows(last, x, n-1)
+		x, rows = last, 1
+	}
+	ops.RMSNorm(x, x, w.outNorm, hp.Eps)
+	logits := ops.Tensor(rows, hp.Vocab)
+	ops.MatMul(logits, w.output, x)
+	ops.Output(logits)
+}

@@ -1,0 +1,150 @@
+// Package sample picks the next token from logits the way llama.cpp's default
+// sampler chain does: repeat penalty, top-k, top-p, min-p, temperature, then a
+// seeded draw; greedy (argmax) when the temperature is 0.
+package sample
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// Params mirror llama.cpp's sampling flags and defaults.
+type Params struct {
+	Temp          float32 // 0 = greedy
+	TopK          int     // 0 = off
+	TopP          float32 // 1 = off
+	MinP          float32 // 0 = off
+	RepeatPenalty float32 // 1 = off
+	RepeatLastN   int     // tokens of history the penalty looks at
+	Seed          uint64
+}
+
+// Defaults are llama.cpp's defaults.
+func Defaults() Params {
+	return Params{Temp: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64, Seed: 0xFFFFFFFF}
+}
+
+// Sampler holds the state of one generation: the random source and history.
+type Sampler struct {
+	p       Params
+	rng     *rand.Rand
+	history []int32
+	cand    []candidate
+}
+
+type candidate struct {
+	id    int32
+	logit float32
+	p     float64
+}
+
+// New returns a sampler; the same Params (seed included) give the same tokens.
+func New(p Params) *Sampler {
+	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15))}
+}
+
+// Accept records a token (prompt or generated) for the repeat penalty.
+func (s *Sampler) Accept(id int32) {
+	s.history = append(s.history, id)
+	if n := s.p.RepeatLastN; n > 0 && len(s.history) > 2*n {
+		s.history = append(s.history[:0], s.history[len(s.history)-n:]...)
+	}
+}
+
+// Argmax returns the index of the largest logit (the first on ties, like llama.cpp).
+func Argmax(logits []float32) int32 {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// Sample picks the next token from logits (which it may modify).
+func (s *Sampler) Sample(logits []float32) int32 {
+	s.penalize(logits)
+	if s.p.Temp <= 0 {
+		return Argmax(logits)
+	}
+	c := s.cand[:0]
+	for i, v := range logits {
+		c = append(c, candidate{id: int32(i), logit: v})
+	}
+	sort.Slice(c, func(i, j int) bool { return c[i].logit > c[j].logit })
+	if k := s.p.TopK; k > 0 && k < len(c) {
+		c = c[:k]
+	}
+	softmax(c, 1)
+	if tp := float64(s.p.TopP); tp < 1 {
+		cum := 0.0
+		for i := range c {
+			cum += c[i].p
+			if cum >= tp {
+				c = c[:i+1]
+				break
+			}
+		}
+	}
+	if mp := float64(s.p.MinP); mp > 0 {
+		// c is sorted, so c[0] holds the largest probability.
+		keep := 1
+		for keep < len(c) && c[keep].p >= mp*c[0].p {
+			keep++
+		}
+		c = c[:keep]
+	}
+	softmax(c, s.p.Temp)
+	s.cand = c
+	r := s.rng.Float64()
+	for _, x := range c {
+		r -= x.p
+		if r <= 0 {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// penalize applies llama.cpp's repeat penalty: logits of tokens seen in the
+// last RepeatLastN are divided by the penalty when positive, multiplied when negative.
+func (s *Sampler) penalize(logits []float32) {
+	pen := s.p.RepeatPenalty
+	if pen == 1 || pen <= 0 || s.p.RepeatLastN <= 0 {
+		return
+	}
+	h := s.history
+	if len(h) > s.p.RepeatLastN {
+		h = h[len(h)-s.p.RepeatLastN:]
+	}
+	seen := make(map[int32]bool, len(h))
+	for _, id := range h {
+		if id < 0 || int(id) >= len(logits) || seen[id] {
+			continue
+		}
+		seen[id] = true
+		if logits[id] > 0 {
+			logits[id] /= pen
+		} else {
+			logits[id] *= pen
+		}
+	}
+}
+
+// softmax sets p over c from logit/temp.
+func softmax(c []candidate, temp float32) {
+	mx := math.Inf(-1)
+	for _, x := range c {
+		mx = max(mx, float64(x.logit/temp))
+	}
+	var sum float64
+	for i := range c {
+		c[i].p = math.Exp(float64(c[i].logit/temp) - mx)
+		sum += c[i].p
+	}
+	for i := range c {
+		c[i].p /= sum
+	}
+}

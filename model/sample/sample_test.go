@@ -1,0 +1,130 @@
+package sample
+
+import (
+	"math"
+	"testing"
+)
+
+func logitsOf(v ...float32) []float32 { return append([]float32(nil), v...) }
+
+func TestGreedyIsArgmax(t *testing.T) {
+	s := New(Params{Temp: 0, RepeatPenalty: 1})
+	if got := s.Sample(logitsOf(0.1, 3, -2, 2.9)); got != 1 {
+		t.Fatalf("greedy picked %d, want 1", got)
+	}
+	if got := Argmax(logitsOf(1, 5, 5)); got != 1 {
+		t.Fatalf("argmax tie picked %d, want the first (1)", got)
+	}
+}
+
+func TestSeedRepeatable(t *testing.T) {
+	p := Defaults()
+	p.Seed = 42
+	run := func() []int32 {
+		s := New(p)
+		var out []int32
+		for i := range 50 {
+			l := make([]float32, 32)
+			for j := range l {
+				l[j] = float32(math.Sin(float64(i*7 + j)))
+			}
+			out = append(out, s.Sample(l))
+		}
+		return out
+	}
+	a, b := run(), run()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("same seed diverged at step %d: %d vs %d", i, a[i], b[i])
+		}
+	}
+	p.Seed = 43
+	s := New(p)
+	diff := false
+	for i := range 50 {
+		l := make([]float32, 32)
+		for j := range l {
+			l[j] = float32(math.Sin(float64(i*7 + j)))
+		}
+		diff = diff || s.Sample(l) != a[i]
+	}
+	if !diff {
+		t.Fatal("a different seed gave the same 50 tokens")
+	}
+}
+
+// TestDistribution draws many samples at temperature 1 with no filters and
+// compares the frequencies with the softmax.
+func TestDistribution(t *testing.T) {
+	l := []float32{0, 1, 2, -1}
+	s := New(Params{Temp: 1, TopP: 1, RepeatPenalty: 1, Seed: 7})
+	const n = 200000
+	count := make([]int, len(l))
+	for range n {
+		count[s.Sample(logitsOf(l...))]++
+	}
+	var z float64
+	for _, v := range l {
+		z += math.Exp(float64(v))
+	}
+	for i, v := range l {
+		want := math.Exp(float64(v)) / z
+		got := float64(count[i]) / n
+		if math.Abs(got-want) > 0.01 {
+			t.Errorf("token %d drawn with frequency %.4f, want %.4f", i, got, want)
+		}
+	}
+}
+
+func TestFilters(t *testing.T) {
+	l := []float32{5, 4.9, 0, -3}
+	cases := []struct {
+		name    string
+		p       Params
+		allowed map[int32]bool
+	}{
+		{"top-k 2", Params{Temp: 1, TopK: 2, TopP: 1, RepeatPenalty: 1}, map[int32]bool{0: true, 1: true}},
+		{"top-k 1", Params{Temp: 5, TopK: 1, TopP: 1, RepeatPenalty: 1}, map[int32]bool{0: true}},
+		{"min-p 0.5", Params{Temp: 1, TopP: 1, MinP: 0.5, RepeatPenalty: 1}, map[int32]bool{0: true, 1: true}},
+		{"top-p 0.4", Params{Temp: 1, TopP: 0.4, RepeatPenalty: 1}, map[int32]bool{0: true}},
+	}
+	for _, c := range cases {
+		s := New(c.p)
+		seen := map[int32]bool{}
+		for range 2000 {
+			id := s.Sample(logitsOf(l...))
+			if !c.allowed[id] {
+				t.Fatalf("%s: sampled filtered token %d", c.name, id)
+			}
+			seen[id] = true
+		}
+		if len(seen) != len(c.allowed) {
+			t.Errorf("%s: saw %v, want every token of %v", c.name, seen, c.allowed)
+		}
+	}
+}
+
+func TestRepeatPenalty(t *testing.T) {
+	s := New(Params{Temp: 0, RepeatPenalty: 2, RepeatLastN: 4})
+	s.Accept(0)
+	l := logitsOf(3, 2, -1)
+	if got := s.Sample(l); got != 1 {
+		t.Fatalf("penalised token still chosen: got %d, want 1", got)
+	}
+	if l[0] != 1.5 {
+		t.Fatalf("positive logit penalised to %v, want 1.5", l[0])
+	}
+	s.Accept(2)
+	l = logitsOf(-1, -2, -1)
+	s.Sample(l)
+	if l[2] != -2 {
+		t.Fatalf("negative logit penalised to %v, want -2", l[2])
+	}
+	for range 10 {
+		s.Accept(1)
+	}
+	l = logitsOf(3, 2, 1)
+	if s.Sample(l); l[0] != 3 {
+		t.Fatalf("token outside the last-N window still penalised: %v", l[0])
+	}
+}

@@ -1,0 +1,311 @@
+package synth
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/quant"
+)
+
+// typesOf returns name → type for preset p in mix ftype, and the names in order.
+func typesOf(t *testing.T, p *preset, ftype string) (map[string]quant.Type, []string) {
+	t.Helper()
+	f, err := lookupFtype(ftype)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]quant.Type{}
+	var names []string
+	for _, ts := range p.tensors() {
+		if _, dup := types[ts.name]; dup {
+			t.Fatalf("%s: duplicate tensor %s", p.name, ts.name)
+		}
+		types[ts.name] = f.typeOf(ts, p.nLayer, p.tied)
+		names = append(names, ts.name)
+	}
+	return types, names
+}
+
+// The geometry of the real checkpoints, written out by hand from their
+// config.json files rather than derived from the table under test.
+func TestPresetShapes(t *testing.T) {
+	type shapes map[string][]uint64
+	cases := []struct {
+		preset  string
+		tensors int // real files: Llama-3-8B and Llama-2-7B have 291, Qwen2.5-0.5B 290
+		want    shapes
+		absent  []string
+	}{
+		{"tiny", 39, shapes{
+			"token_embd.weight":        {256, 1024},
+			"blk.0.attn_norm.weight":   {256},
+			"blk.0.attn_q.weight":      {256, 256},
+			"blk.3.attn_k.weight":      {256, 128},
+			"blk.3.attn_v.weight":      {256, 128},
+			"blk.1.attn_output.weight": {256, 256},
+			"blk.2.ffn_norm.weight":    {256},
+			"blk.2.ffn_gate.weight":    {256, 768},
+			"blk.2.ffn_up.weight":      {256, 768},
+			"blk.2.ffn_down.weight":    {768, 256},
+			"output_norm.weight":       {256},
+			"output.weight":            {256, 1024},
+		}, []string{"blk.4.attn_q.weight", "blk.0.attn_q.bias"}},
+		{"llama3-8b", 291, shapes{
+			"token_embd.weight":         {4096, 128256},
+			"blk.0.attn_q.weight":       {4096, 4096},
+			"blk.0.attn_k.weight":       {4096, 1024},
+			"blk.31.attn_v.weight":      {4096, 1024},
+			"blk.31.attn_output.weight": {4096, 4096},
+			"blk.7.ffn_gate.weight":     {4096, 14336},
+			"blk.7.ffn_down.weight":     {14336, 4096},
+			"output.weight":             {4096, 128256},
+		}, []string{"blk.32.attn_q.weight", "blk.0.attn_q.bias"}},
+		{"llama2-7b", 291, shapes{
+			"token_embd.weight":     {4096, 32000},
+			"blk.0.attn_k.weight":   {4096, 4096},
+			"blk.0.attn_v.weight":   {4096, 4096},
+			"blk.9.ffn_up.weight":   {4096, 11008},
+			"blk.9.ffn_down.weight": {11008, 4096},
+			"output.weight":         {4096, 32000},
+		}, nil},
+		{"qwen2.5-0.5b", 290, shapes{
+			"token_embd.weight":         {896, 151936},
+			"blk.0.attn_q.weight":       {896, 896},
+			"blk.0.attn_q.bias":         {896},
+			"blk.0.attn_k.weight":       {896, 128},
+			"blk.0.attn_k.bias":         {128},
+			"blk.23.attn_v.bias":        {128},
+			"blk.23.attn_output.weight": {896, 896},
+			"blk.23.ffn_gate.weight":    {896, 4864},
+			"blk.23.ffn_down.weight":    {4864, 896},
+			"output_norm.weight":        {896},
+		}, []string{"output.weight", "blk.24.attn_q.weight", "blk.0.attn_output.bias"}},
+		{"tiny-qwen2", 1 + 2*12 + 1, shapes{
+			"token_embd.weight":     {384, 1024},
+			"blk.1.attn_q.bias":     {384},
+			"blk.1.attn_v.weight":   {384, 128},
+			"blk.1.ffn_down.weight": {1024, 384},
+		}, []string{"output.weight"}},
+	}
+	if got, want := len(cases), len(Presets()); got != want {
+		t.Fatalf("test covers %d presets, the table has %d", got, want)
+	}
+	for _, c := range cases {
+		p, err := lookupPreset(c.preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]uint64{}
+		for _, ts := range p.tensors() {
+			got[ts.name] = ts.shape
+		}
+		if len(got) != c.tensors {
+			t.Errorf("%s: %d tensors, want %d", c.preset, len(got), c.tensors)
+		}
+		for name, want := range c.want {
+			if !slices.Equal(got[name], want) {
+				t.Errorf("%s: %s shape %v, want %v", c.preset, name, got[name], want)
+			}
+		}
+		for _, name := range c.absent {
+			if _, ok := got[name]; ok {
+				t.Errorf("%s: unexpected tensor %s", c.preset, name)
+			}
+		}
+	}
+}
+
+var blkName = regexp.MustCompile(`^blk\.(\d+)\.(\w+)\.(weight|bias)$`)
+
+// Llama-3-8B in Q4_K_M, tensor by tensor, against the rule written out
+// literally: the 16 layers use_more_bits picks for n = 32 are 0–3 (i < 4),
+// 28–31 (i ≥ 28) and 6, 9, …, 27 ((i − 4) % 3 == 2).
+func TestQ4KMLlama3Layers(t *testing.T) {
+	p, _ := lookupPreset("llama3-8b")
+	types, names := typesOf(t, p, "q4_k_m")
+	more := []int{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}
+	for _, name := range names {
+		want := quant.Q4_K
+		if m := blkName.FindStringSubmatch(name); m != nil {
+			layer, _ := strconv.Atoi(m[1])
+			switch {
+			case strings.HasSuffix(m[2], "norm"):
+				want = quant.F32
+			case (m[2] == "attn_v" || m[2] == "ffn_down") && slices.Contains(more, layer):
+				want = quant.Q6_K
+			}
+		} else {
+			switch name {
+			case "output.weight":
+				want = quant.Q6_K
+			case "output_norm.weight":
+				want = quant.F32
+			}
+		}
+		if types[name] != want {
+			t.Errorf("%s: %s, want %s", name, types[name], want)
+		}
+	}
+}
+
+// With 5 layers, n/8 = 0 and 7n/8 = 4: only layers 2 ((2 − 0) % 3 == 2) and
+// 4 (the last eighth) get Q6_K attn_v and ffn_down.
+func TestQ4KMFiveLayers(t *testing.T) {
+	p := presets[0]
+	p.nLayer = 5
+	types, _ := typesOf(t, &p, "q4_k_m")
+	count := map[quant.Type]int{}
+	for name, typ := range types {
+		count[typ]++
+		if typ == quant.Q6_K && name != "output.weight" {
+			if m := blkName.FindStringSubmatch(name); m == nil || (m[1] != "2" && m[1] != "4") {
+				t.Errorf("%s is Q6_K", name)
+			}
+		}
+	}
+	want := map[quant.Type]int{
+		quant.Q6_K: 2 + 2 + 1,   // attn_v and ffn_down of layers 2 and 4, output
+		quant.Q4_K: 1 + 5*7 - 4, // token_embd and 7 matrices a layer, less the 4 above
+		quant.F32:  5*2 + 1,     // attn_norm, ffn_norm, output_norm
+	}
+	if !maps.Equal(count, want) {
+		t.Errorf("type counts %v, want %v", count, want)
+	}
+}
+
+// Qwen2.5-0.5B's n_embd (896) is not a multiple of 256: in llama.cpp those
+// tensors fall back to Q5_0 (from Q4_K) or Q8_0 (from Q6_K); we use Q8_0 for
+// both. ffn_down (ne0 4864 = 19·256) keeps the K-quant rule, and the tied
+// token_embd takes the output's rule (Q6_K, falling back to Q8_0).
+func TestQ4KMQwen(t *testing.T) {
+	p, _ := lookupPreset("qwen2.5-0.5b")
+	types, _ := typesOf(t, p, "q4_k_m")
+	want := map[string]quant.Type{
+		"token_embd.weight":        quant.Q8_0,
+		"blk.0.attn_q.weight":      quant.Q8_0,
+		"blk.0.attn_q.bias":        quant.F32,
+		"blk.0.attn_v.weight":      quant.Q8_0,
+		"blk.0.ffn_down.weight":    quant.Q6_K, // 0 < 24/8
+		"blk.4.ffn_down.weight":    quant.Q4_K, // (4 − 3) % 3 == 1
+		"blk.5.ffn_down.weight":    quant.Q6_K, // (5 − 3) % 3 == 2
+		"blk.21.ffn_down.weight":   quant.Q6_K, // 21 ≥ 7·24/8
+		"blk.5.attn_output.weight": quant.Q8_0,
+		"blk.5.ffn_up.weight":      quant.Q8_0,
+		"output_norm.weight":       quant.F32,
+	}
+	for name, w := range want {
+		if types[name] != w {
+			t.Errorf("%s: %s, want %s", name, types[name], w)
+		}
+	}
+}
+
+// q8_0 and f16 put every 2-D tensor, output included, in one type.
+func TestUniformMixes(t *testing.T) {
+	for _, c := range []struct {
+		ftype string
+		want  quant.Type
+	}{{"q8_0", quant.Q8_0}, {"f16", quant.F16}} {
+		for _, name := range Presets() {
+			p, _ := lookupPreset(name)
+			f, _ := lookupFtype(c.ftype)
+			for _, ts := range p.tensors() {
+				want := c.want
+				if len(ts.shape) == 1 {
+					want = quant.F32
+				}
+				if got := f.typeOf(ts, p.nLayer, p.tied); got != want {
+					t.Errorf("%s %s: %s is %s, want %s", name, c.ftype, ts.name, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestFallback(t *testing.T) {
+	for _, c := range []struct {
+		typ  quant.Type
+		ne0  uint64
+		want quant.Type
+	}{
+		{quant.Q4_K, 4096, quant.Q4_K},
+		{quant.Q6_K, 4864, quant.Q6_K},
+		{quant.Q4_K, 896, quant.Q8_0},
+		{quant.Q6_K, 896, quant.Q8_0},
+		{quant.Q8_0, 100, quant.F16},
+		{quant.Q4_K, 100, quant.F16},
+		{quant.F16, 100, quant.F16},
+	} {
+		if got := fallback(c.typ, c.ne0); got != c.want {
+			t.Errorf("fallback(%s, %d) = %s, want %s", c.typ, c.ne0, got, c.want)
+		}
+	}
+}
+
+func TestLookupErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want []string
+	}{
+		{func() error { _, err := lookupPreset("llama4"); return err }(), append([]string{`"llama4"`}, Presets()...)},
+		{func() error { _, err := lookupFtype("q5_k_m"); return err }(), []string{`"q5_k_m"`, "q4_k_m", "q8_0", "f16"}},
+	} {
+		if c.err == nil {
+			t.Fatalf("no error, want one naming %v", c.want)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(c.err.Error(), w) {
+				t.Errorf("error %q does not mention %s", c.err, w)
+			}
+		}
+	}
+	if p, err := lookupPreset("LLaMA3-8B"); err != nil || p.name != "llama3-8b" {
+		t.Errorf("names are case-insensitive: got %v, %v", p, err)
+	}
+}
+
+func TestVocab(t *testing.T) {
+	for _, n := range []int{260, 1024, 128256} {
+		tokens, scores, types := vocab(n)
+		if len(tokens) != n || len(scores) != n || len(types) != n {
+			t.Fatalf("vocab(%d): %d tokens, %d scores, %d types", n, len(tokens), len(scores), len(types))
+		}
+		index := map[string]int{}
+		for i, tok := range tokens {
+			if j, dup := index[tok]; dup {
+				t.Fatalf("vocab(%d): %q at %d and %d", n, tok, j, i)
+			}
+			index[tok] = i
+		}
+		if tokens[unkID] != "<unk>" || tokens[bosID] != "<s>" || tokens[eosID] != "</s>" {
+			t.Errorf("specials %q", tokens[:3])
+		}
+		for b := range 256 {
+			tok := fmt.Sprintf("<0x%02X>", b)
+			if i := index[tok]; i != 3+b || types[i] != tokByte {
+				t.Errorf("byte token %s at %d type %d", tok, i, types[i])
+			}
+		}
+		// Every piece can be built by merging two shorter ones, and its
+		// prefixes score higher (merge earlier).
+		for i := 259; i < n; i++ {
+			if types[i] != tokNormal {
+				t.Errorf("token %d type %d", i, types[i])
+			}
+			r := []rune(tokens[i])
+			if len(r) == 1 {
+				continue
+			}
+			prefix := string(r[:len(r)-1])
+			j, ok := index[prefix]
+			if !ok || scores[j] <= scores[i] {
+				t.Errorf("piece %q: prefix %q missing or scores lower", tokens[i], prefix)
+			}
+		}
+	}
+}

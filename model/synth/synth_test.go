@@ -1,0 +1,313 @@
+package synth
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/quant"
+)
+
+func write(t *testing.T, preset, ftype string, seed uint64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), preset+"-"+ftype+".gguf")
+	if err := Write(path, preset, ftype, seed, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func open(t *testing.T, path string) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// Both tiny presets in every mix: the file reopens with the metadata
+// llama.cpp needs, the planned tensors, and values that dequantize to
+// finite numbers with about the intended mean and spread.
+func TestWriteReopen(t *testing.T) {
+	for _, name := range []string{"tiny", "tiny-qwen2"} {
+		for _, ft := range ftypeNames() {
+			t.Run(name+"/"+ft, func(t *testing.T) {
+				p, _ := lookupPreset(name)
+				mixInfo, _ := lookupFtype(ft)
+				f := open(t, write(t, name, ft, 7))
+				checkMetadata(t, f, p, mixInfo)
+				checkTensors(t, f, p, mixInfo)
+			})
+		}
+	}
+}
+
+func checkMetadata(t *testing.T, f *gguf.File, p *preset, m *ftype) {
+	t.Helper()
+	if f.Arch() != p.arch {
+		t.Errorf("architecture %q, want %q", f.Arch(), p.arch)
+	}
+	a := p.arch + "."
+	uints := map[string]uint64{
+		"general.file_type":               uint64(m.fileType),
+		a + "context_length":              uint64(p.ctx),
+		a + "embedding_length":            p.nEmbd,
+		a + "block_count":                 uint64(p.nLayer),
+		a + "feed_forward_length":         p.nFF,
+		a + "attention.head_count":        p.nHead,
+		a + "attention.head_count_kv":     p.nKV,
+		a + "rope.dimension_count":        p.headDim,
+		"tokenizer.ggml.bos_token_id":     bosID,
+		"tokenizer.ggml.eos_token_id":     eosID,
+		"tokenizer.ggml.unknown_token_id": unkID,
+	}
+	for k, want := range uints {
+		if got, ok := f.Uint(k); !ok || got != want {
+			t.Errorf("%s = %d (present %v), want %d", k, got, ok, want)
+		}
+	}
+	floats := map[string]float64{
+		a + "attention.layer_norm_rms_epsilon": float64(p.eps),
+		a + "rope.freq_base":                   float64(p.ropeBase),
+	}
+	for k, want := range floats {
+		if got, ok := f.Float(k); !ok || got != want {
+			t.Errorf("%s = %g (present %v), want %g", k, got, ok, want)
+		}
+	}
+	if s, _ := f.String("tokenizer.ggml.model"); s != "llama" {
+		t.Errorf("tokenizer.ggml.model %q", s)
+	}
+	if b, ok := f.Bool("tokenizer.ggml.add_bos_token"); !ok || !b {
+		t.Errorf("add_bos_token %v (present %v)", b, ok)
+	}
+	tokens, _ := f.Strings("tokenizer.ggml.tokens")
+	scores, _ := f.Float32s("tokenizer.ggml.scores")
+	types, _ := f.Int32s("tokenizer.ggml.token_type")
+	if len(tokens) != p.nVocab || len(scores) != p.nVocab || len(types) != p.nVocab {
+		t.Errorf("vocabulary: %d tokens, %d scores, %d types, want %d", len(tokens), len(scores), len(types), p.nVocab)
+	}
+}
+
+func checkTensors(t *testing.T, f *gguf.File, p *preset, m *ftype) {
+	t.Helper()
+	specs := p.tensors()
+	got := f.Tensors()
+	if len(got) != len(specs) {
+		t.Fatalf("%d tensors, want %d", len(got), len(specs))
+	}
+	for i, spec := range specs {
+		ft := got[i]
+		want := m.typeOf(spec, p.nLayer, p.tied)
+		if ft.Name != spec.name || ft.Type != want || !slices.Equal(ft.Shape, spec.shape) {
+			t.Errorf("tensor %d: %s %s %v, want %s %s %v", i, ft.Name, ft.Type, ft.Shape, spec.name, want, spec.shape)
+			continue
+		}
+		vals := make([]float32, ft.Elements())
+		if err := quant.Dequantize(ft.Type, f.Data(ft), vals); err != nil {
+			t.Fatalf("%s: %v", ft.Name, err)
+		}
+		checkStats(t, ft.Name+" ("+ft.Type.String()+")", vals, distOf(spec), ft.Type.BlockSize())
+	}
+}
+
+// checkStats wants every value finite, and the mean and standard deviation
+// near the intended ones, within what sampling allows: each independently
+// scaled block (or, for plain floats, each value) moves the deviation by
+// about 0.45/sqrt(count) relative, and the mean moves by std/sqrt(values).
+// TestDistributions holds the generators to tighter bounds on large tensors.
+func checkStats(t *testing.T, what string, vals []float32, d dist, blockSize int) {
+	t.Helper()
+	mean, std, err := stats(vals)
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	n := float64(len(vals))
+	stdTol := 0.01 + 4*0.45/math.Sqrt(n/float64(blockSize))
+	meanTol := (0.01 + 4/math.Sqrt(n)) * d.std
+	if math.Abs(std/d.std-1) > stdTol || math.Abs(mean-d.mean) > meanTol {
+		t.Errorf("%s: mean %.4g std %.4g, want %.4g ± %.2g and %.4g ± %.0f%%", what, mean, std, d.mean, meanTol, d.std, 100*stdTol)
+	}
+}
+
+// stats returns the mean and standard deviation of vals, or an error
+// naming the first value that is not finite.
+func stats(vals []float32) (mean, std float64, err error) {
+	var sum, sq float64
+	for i, v := range vals {
+		x := float64(v)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return 0, 0, fmt.Errorf("value %d is %g", i, x)
+		}
+		sum += x
+		sq += x * x
+	}
+	n := float64(len(vals))
+	mean = sum / n
+	return mean, math.Sqrt(sq/n - mean*mean), nil
+}
+
+// The bytes depend on the seed alone: not on the number of cores, which
+// only changes how the chunks are shared out.
+func TestDeterministic(t *testing.T) {
+	a, err := os.ReadFile(write(t, "tiny", "q4_k_m", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := runtime.GOMAXPROCS(1)
+	b, err := os.ReadFile(write(t, "tiny", "q4_k_m", 1))
+	runtime.GOMAXPROCS(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("same seed, different files")
+	}
+
+	// Another seed changes every tensor.
+	f1, f2 := open(t, write(t, "tiny", "q4_k_m", 1)), open(t, write(t, "tiny", "q4_k_m", 2))
+	t2 := f2.Tensors()
+	for i, t1 := range f1.Tensors() {
+		if bytes.Equal(f1.Data(t1), f2.Data(t2[i])) {
+			t.Errorf("%s: same bytes for seeds 1 and 2", t1.Name)
+		}
+	}
+}
+
+// Tensors large enough to span several chunks get one stream per chunk:
+// no two chunks may repeat each other.
+func TestChunksDiffer(t *testing.T) {
+	spec := tensorSpec{name: "m", kind: kindMatrix, layer: 0, shape: []uint64{1024, 1024}}
+	b, err := tensorData(spec, quant.Q8_0, 0, func(uint64) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := chunkValues / quant.Q8_0.BlockSize() * quant.Q8_0.BlockBytes()
+	if len(b) != 4*chunk {
+		t.Fatalf("%d bytes, want 4 chunks of %d", len(b), chunk)
+	}
+	for i := 1; i < 4; i++ {
+		if bytes.Equal(b[:chunk], b[i*chunk:(i+1)*chunk]) {
+			t.Errorf("chunk %d repeats chunk 0", i)
+		}
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var last, total uint64
+	calls := 0
+	path := filepath.Join(t.TempDir(), "p.gguf")
+	err := Write(path, "tiny", "f16", 0, func(done, tot uint64) {
+		if done < last || (total != 0 && tot != total) {
+			t.Errorf("progress went from %d/%d to %d/%d", last, total, done, tot)
+		}
+		last, total = done, tot
+		calls++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for _, ts := range open(t, path).Tensors() {
+		sum += ts.Bytes
+	}
+	if calls < 2 || last != total || total != sum {
+		t.Errorf("%d calls, last %d/%d, want the tensor bytes %d", calls, last, total, sum)
+	}
+}
+
+// A failed write leaves nothing behind: not the target, not the temporary.
+func TestWriteErrors(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "taken")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, preset, ftype, want string
+	}{
+		{filepath.Join(dir, "a.gguf"), "huge", "q4_k_m", "unknown preset"},
+		{filepath.Join(dir, "b.gguf"), "tiny", "q2_k", "unknown ftype"},
+		{filepath.Join(dir, "missing", "c.gguf"), "tiny", "q8_0", "no such file"},
+		{target, "tiny", "q8_0", "taken"}, // the rename onto a directory fails
+		{"", "tiny", "q8_0", "no output path"},
+	} {
+		err := Write(c.path, c.preset, c.ftype, 0, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Write(%q, %q, %q): %v, want a one-line error mentioning %q", c.path, c.preset, c.ftype, err, c.want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "taken" {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	dir := filepath.Join(cache, "vkinfer", "synth")
+
+	if got, err := Resolve("models/x.gguf"); err != nil || got != "models/x.gguf" {
+		t.Errorf("a plain path: %q, %v", got, err)
+	}
+
+	path, err := Resolve("synth:tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "tiny-q4_k_m-seed0.gguf"); path != want {
+		t.Errorf("path %s, want %s", path, want)
+	}
+	first, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, _ := os.ReadFile(path)
+	fresh, _ := os.ReadFile(write(t, "tiny", "q4_k_m", 0))
+	if !bytes.Equal(cached, fresh) {
+		t.Error("the cached file differs from Write with seed 0")
+	}
+
+	// The second call reuses the file: a rewrite would rename a new inode in.
+	again, err := Resolve("synth:tiny:q4_k_m")
+	if err != nil || again != path {
+		t.Fatalf("second call: %q, %v", again, err)
+	}
+	second, _ := os.Stat(again)
+	if !os.SameFile(first, second) || !second.ModTime().Equal(first.ModTime()) {
+		t.Error("the second call rewrote the file")
+	}
+
+	if p, err := Resolve("synth:tiny-qwen2:f16"); err != nil || p != filepath.Join(dir, "tiny-qwen2-f16-seed0.gguf") {
+		t.Errorf("synth:tiny-qwen2:f16: %q, %v", p, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("cache holds %d entries, want the 2 models (no temporaries)", len(entries))
+	}
+
+	for spec, want := range map[string][]string{
+		"synth:":               {"unknown preset", "tiny", "llama3-8b", "qwen2.5-0.5b"},
+		"synth:gpt5":           {"unknown preset", `"gpt5"`, "llama2-7b"},
+		"synth:tiny:q4_0":      {"unknown ftype", `"q4_0"`, "q4_k_m", "q8_0", "f16"},
+		"synth:tiny:q8_0:more": {"unknown ftype", `"q8_0:more"`},
+	} {
+		_, err := Resolve(spec)
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Resolve(%q): %v, want an error mentioning %s", spec, err, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/x448/float16"
+)
+
+// F16: IEEE binary16 values, little-endian, 2 bytes each. binary16 is also
+// the type of every block scale (d, dmin) in the quantized formats.
+
+// halfSign holds 2^112 with either sign. Placing the 15 exponent+mantissa
+// bits of a binary16 at the top of a binary32 mantissa/exponent field and
+// multiplying by 2^112 rebiases the exponent (15 → 127) exactly, and
+// normalises binary16 subnormals exactly too; the sign comes along with the
+// multiplier, so the conversion stays in the float unit.
+var halfSign = [2]float32{0x1p112, -0x1p112}
+
+// halfToFloat converts binary16 bits to float32 exactly. It is on the hot
+// path of F16 rows and of every quantized block's scale; measured about twice
+// as fast as float16.Float32, whose branches it avoids for finite values.
+// Inf and NaN (exponent all ones) take float16's path, so the results are
+// bit-identical to it for all 65536 inputs (TestHalfToFloatExhaustive).
+func halfToFloat(h uint16) float32 {
+	if h&0x7c00 == 0x7c00 {
+		return float16.Frombits(h).Float32()
+	}
+	return math.Float32frombits(uint32(h&0x7fff)<<13) * halfSign[h>>15&1]
+}
+
+// loadHalf reads the little-endian binary16 at the start of b.
+func loadHalf(b []byte) float32 { return halfToFloat(binary.LittleEndian.Uint16(b)) }
+
+// halfBits rounds f to the nearest binary16 (ties to even).
+func halfBits(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
+
+func dequantizeF16(src []byte, dst []float32) {
+	for i := range dst {
+		dst[i] = loadHalf(src[2*i:])
+	}
+}
+
+func dotF16(row []byte, x []float32) float32 {
+	var sum float64
+	for len(x) >= 32 {
+		r := (*[64]byte)(row)
+		xs := (*[32]float32)(x)
+		var s0, s1, s2, s3 float32
+		for j := 0; j < 32; j += 4 {
+			b := (*[8]byte)(r[2*j:])
+			v := (*[4]float32)(xs[j:])
+			s0 += loadHalf(b[0:]) * v[0]
+			s1 += loadHalf(b[2:]) * v[1]
+			s2 += loadHalf(b[4:]) * v[2]
+			s3 += loadHalf(b[6:]) * v[3]
+		}
+		sum += float64((s0 + s1) + (s2 + s3))
+		row, x = row[64:], x[32:]
+	}
+	for i, v := range x {
+		sum += float64(loadHalf(row[2*i:]) * v)
+	}
+	return float32(sum)
+}
+
+func quantizeF16(dst []byte, src []float32) error {
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], halfBits(v))
+	}
+	return nil
+}

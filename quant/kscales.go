@@ -1,0 +1,98 @@
+package quant
+
+import "encoding/binary"
+
+// Q4_K and Q5_K share the header of their 256-value super-blocks:
+//
+//	d      f16       bytes 0..1    scale of the sub-block scales
+//	dmin   f16       bytes 2..3    scale of the sub-block mins
+//	scales [12]byte  bytes 4..15   eight 6-bit (scale, min) pairs, one per
+//	                               32-value sub-block; sub-block j holds
+//	                               x = d·scale_j·q − dmin·min_j
+//
+// The 6-bit pairs are packed as ggml's get_scale_min_k4 reads them: pairs
+// 0..3 sit in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); pairs
+// 4..7 keep their low 4 bits in the nibbles of bytes 8..11 (scale low, min
+// high) and their top 2 bits in the top 2 bits of bytes 0..3 (scales) and
+// 4..7 (mins).
+const (
+	kValues    = 256
+	kSubValues = 32
+	kHeader    = 16
+)
+
+// unpackKScales returns the eight 6-bit scales and mins of a K header.
+func unpackKScales(p *[12]byte) (sc, mn [8]uint8) {
+	for j := range 4 {
+		sc[j] = p[j] & 63
+		mn[j] = p[j+4] & 63
+		sc[j+4] = p[j+8]&15 | p[j]>>6<<4
+		mn[j+4] = p[j+8]>>4 | p[j+4]>>6<<4
+	}
+	return sc, mn
+}
+
+// packKScales is the inverse of unpackKScales; every input must be < 64.
+func packKScales(sc, mn *[8]uint8) (p [12]byte) {
+	for j := range 4 {
+		p[j] = sc[j] | sc[j+4]>>4<<6
+		p[j+4] = mn[j] | mn[j+4]>>4<<6
+		p[j+8] = sc[j+4]&15 | mn[j+4]&15<<4
+	}
+	return p
+}
+
+// kHeaderValues decodes a K header into the per-sub-block factors of
+// x = a[j]·q − b[j].
+func kHeaderValues(h *[kHeader]byte) (a, b [8]float32) {
+	d, dmin := loadHalf(h[0:]), loadHalf(h[2:])
+	sc, mn := unpackKScales((*[12]byte)(h[4:]))
+	for j := range 8 {
+		a[j] = d * float32(sc[j])
+		b[j] = dmin * float32(mn[j])
+	}
+	return a, b
+}
+
+// quantizeKSuper quantizes one 256-value super-block with levels 0..nmax
+// (15 for Q4_K, 31 for Q5_K): it fits each sub-block's scale and min by
+// least squares (fitAffine), rounds the largest of each to d·63 and
+// dmin·63 with d and dmin in f16, rounds every sub-block's pair to 6 bits
+// against them, writes the header, and finally rounds every value to its
+// level under the scale and min as stored, so the levels fit what a reader
+// will decode rather than the unrounded fit.
+func quantizeKSuper(x *[kValues]float32, nmax int, h *[kHeader]byte, q *[kValues]uint8) error {
+	var s, m [8]float32
+	var maxS, maxM float32
+	for j := range 8 {
+		s[j], m[j] = fitAffine(x[kSubValues*j:kSubValues*(j+1)], nmax)
+		maxS, maxM = max(maxS, s[j]), max(maxM, m[j])
+	}
+	dBits, d, err := superScaleHalf(maxS / 63)
+	if err != nil {
+		return err
+	}
+	mBits, dmin, err := superScaleHalf(maxM / 63)
+	if err != nil {
+		return err
+	}
+	var sc, mn [8]uint8
+	id, im := inverse(d), inverse(dmin)
+	for j := range 8 {
+		sc[j] = uint8(roundLevel(float64(s[j])*id, 0, 63))
+		mn[j] = uint8(roundLevel(float64(m[j])*im, 0, 63))
+	}
+	binary.LittleEndian.PutUint16(h[0:], dBits)
+	binary.LittleEndian.PutUint16(h[2:], mBits)
+	*(*[12]byte)(h[4:]) = packKScales(&sc, &mn)
+
+	a, b := kHeaderValues(h)
+	for j := range 8 {
+		ia := inverse(a[j])
+		for l := range kSubValues {
+			i := kSubValues*j + l
+			q[i] = uint8(roundLevel((float64(x[i])+float64(b[j]))*ia, 0, nmax))
+		}
+	}
+	return nil
+}

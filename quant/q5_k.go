@@ -1,0 +1,82 @@
+package quant
+
+// Q5_K: super-blocks of 256 values in 176 bytes:
+//
+//	header     bytes 0..15   d, dmin, packed 6-bit scales/mins (kscales.go)
+//	qh [32]    bytes 16..47  5th bit: value v's is bit v/32 of qh[v%32]
+//	qs [128]   bytes 48..175 low 4 bits, laid out as Q4_K's qs
+//
+// Levels are 0..31; x = d·scale_j·q − dmin·min_j.
+const (
+	q5KBytes = 176
+	q5KQh    = kHeader
+	q5KQs    = kHeader + 32
+)
+
+func dequantizeQ5K(src []byte, dst []float32) {
+	for i := 0; i < len(dst)/kValues; i++ {
+		b := (*[q5KBytes]byte)(src[i*q5KBytes:])
+		y := (*[kValues]float32)(dst[i*kValues:])
+		a, m := kHeaderValues((*[kHeader]byte)(b[:]))
+		qh := (*[32]byte)(b[q5KQh:])
+		for g := range 4 {
+			qs := (*[32]byte)(b[q5KQs+32*g:])
+			lo := (*[32]float32)(y[64*g:])
+			hi := (*[32]float32)(y[64*g+32:])
+			for l, q := range qs {
+				lo[l] = a[2*g]*float32(q&15|(qh[l]>>(2*g)&1)<<4) - m[2*g]
+				hi[l] = a[2*g+1]*float32(q>>4|(qh[l]>>(2*g+1)&1)<<4) - m[2*g+1]
+			}
+		}
+	}
+}
+
+// dotQ5K sums q·x and x per sub-block and applies a·Σqx − m·Σx once: with 32
+// levels a per-sub-block lookup table (as dotQ4K uses) costs as much to build
+// as it saves.
+func dotQ5K(row []byte, x []float32) float32 {
+	var sum float64
+	for i := 0; i < len(x)/kValues; i++ {
+		b := (*[q5KBytes]byte)(row[i*q5KBytes:])
+		xs := (*[kValues]float32)(x[i*kValues:])
+		a, m := kHeaderValues((*[kHeader]byte)(b[:]))
+		qh := (*[32]byte)(b[q5KQh:])
+		var acc float32
+		for g := range 4 {
+			qs := (*[32]byte)(b[q5KQs+32*g:])
+			lo := (*[32]float32)(xs[64*g:])
+			hi := (*[32]float32)(xs[64*g+32:])
+			sl, sh := uint(2*g), uint(2*g+1)
+			var ql, qhi, xl, xh float32
+			for l, q := range qs {
+				ql += float32(q&15|(qh[l]>>sl&1)<<4) * lo[l]
+				qhi += float32(q>>4|(qh[l]>>sh&1)<<4) * hi[l]
+				xl += lo[l]
+				xh += hi[l]
+			}
+			acc += a[2*g]*ql - m[2*g]*xl + a[2*g+1]*qhi - m[2*g+1]*xh
+		}
+		sum += float64(acc)
+	}
+	return float32(sum)
+}
+
+func quantizeQ5K(dst []byte, src []float32) error {
+	var q [kValues]uint8
+	for i := 0; i < len(src)/kValues; i++ {
+		b := (*[q5KBytes]byte)(dst[i*q5KBytes:])
+		if err := quantizeKSuper((*[kValues]float32)(src[i*kValues:]), 31, (*[kHeader]byte)(b[:]), &q); err != nil {
+			return err
+		}
+		qh := (*[32]byte)(b[q5KQh:])
+		for v, l := range q {
+			qh[v%32] |= l >> 4 << (v / 32)
+		}
+		for g := range 4 {
+			for l := range 32 {
+				b[q5KQs+32*g+l] = q[64*g+l]&15 | q[64*g+32+l]&15<<4
+			}
+		}
+	}
+	return nil
+}

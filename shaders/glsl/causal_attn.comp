@@ -1,0 +1,103 @@
+#version 450
+// causal_attn: plain causal attention with grouped-query heads over the f16
+// KV cache. Query row i (position pos + i) of head h attends to cache rows
+// 0..pos+i of KV head h / (heads / kvHeads):
+//   out = softmax(scale * q.K^T) V.
+// One workgroup per (head, row). Keys go in chunks of WG, one key per
+// invocation; a running max and sum (online softmax) carry across chunks so
+// any context length works without scratch memory. Each invocation owns the
+// output dims d = lane + j*WG. The flash-attention kernel replaces this one;
+// it stays as the simple, checkable version.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint NSG = 8;
+layout(constant_id = 2) const uint DMAX = 256; // largest head dim
+
+layout(binding = 0) writeonly buffer Dst { float dst[]; };
+layout(binding = 1) readonly buffer Q { float q[]; };
+layout(binding = 2) readonly buffer KC { uint kc[]; }; // f16 pairs, [ctx][kvHeads*headDim]
+layout(binding = 3) readonly buffer VC { uint vc[]; };
+layout(binding = 4) readonly buffer Step { uint pos; };
+
+layout(push_constant) uniform Push {
+    uint heads;
+    uint kvHeads;
+    uint headDim; // even, <= DMAX
+    uint ctx;     // rows of the cache
+    float scale;
+} pc;
+
+#define RED_N 1u
+#include "reduce.glsl"
+
+const uint DPT = (DMAX + WG - 1u) / WG; // output dims per invocation
+// Finite stand-ins for -infinity keep exp() away from inf - inf.
+const float NEG = -3.0e38;
+
+shared float qs[DMAX];
+shared float ps[WG];
+
+void main() {
+    uint h = gl_WorkGroupID.x, i = gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
+    uint D = pc.headDim;
+    uint kvDim = pc.kvHeads * D;
+    uint kvOff = (h / (pc.heads / pc.kvHeads)) * D; // this head's columns in a cache row
+    uint qOff = (i * pc.heads + h) * D;
+    uint L = min(pos + i + 1u, pc.ctx); // keys this row attends to
+
+    for (uint d = lane; d < D; d += WG) {
+        qs[d] = q[qOff + d] * pc.scale;
+    }
+    barrier();
+
+    float m = NEG, l = 0.0;
+    float o[DPT];
+    for (uint j = 0u; j < DPT; j++) {
+        o[j] = 0.0;
+    }
+    for (uint t0 = 0u; t0 < L; t0 += WG) {
+        uint t = t0 + lane;
+        float s = NEG;
+        if (t < L) {
+            uint kb = (t * kvDim + kvOff) >> 1;
+            s = 0.0;
+            for (uint d = 0u; d < D; d += 2u) {
+                s += dot(unpackHalf2x16(kc[kb + d / 2u]), vec2(qs[d], qs[d + 1u]));
+            }
+        }
+        red_v[0] = s;
+        wg_reduce(true);
+        float mNew = max(m, red_v[0]);
+        float alpha = exp(m - mNew);
+        float p = t < L ? exp(s - mNew) : 0.0;
+        red_v[0] = p;
+        wg_reduce(false);
+        l = l * alpha + red_v[0];
+        m = mNew;
+        barrier(); // the previous chunk's readers are done with ps
+        ps[lane] = p;
+        barrier();
+        uint nt = min(WG, L - t0);
+        for (uint j = 0u; j < DPT; j++) {
+            uint d = lane + j * WG;
+            if (d < D) {
+                float acc = o[j] * alpha;
+                for (uint tt = 0u; tt < nt; tt++) {
+                    uint e = (t0 + tt) * kvDim + kvOff + d;
+                    acc += ps[tt] * unpackHalf2x16(vc[e >> 1])[e & 1u];
+                }
+                o[j] = acc;
+            }
+        }
+    }
+    for (uint j = 0u; j < DPT; j++) {
+        uint d = lane + j * WG;
+        if (d < D) {
+            dst[qOff + d] = o[j] / l;
+        }
+    }
+}

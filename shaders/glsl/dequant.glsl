@@ -1,0 +1,180 @@
+// dequant.glsl: the one dequantizer behind embed, matvec and matmul.
+//
+// The includer declares, before including this file:
+//   layout(constant_id = N) const uint QTYPE = ...;   // a quant.Type id (ggml type id)
+//   a readonly storage buffer holding the raw GGUF bytes as `uint W[];`
+//
+// Weights are read as 32-bit words and never through 8/16-bit storage, so
+// the shaders need no optional device features. Q6_K (210 B), Q8_0 (34 B),
+// Q4_0 (18 B) blocks are only 2-byte aligned; dq_word stitches a word from
+// two neighbours when its byte offset is 2 mod 4. The binding must therefore
+// extend to a multiple of 4 bytes (the Go side checks).
+//
+// Every format is cut into pieces of 16 values: dq_piece dequantizes one
+// piece into four vec4s and dq_off says where each vec4 lies in its block.
+// The piece boundaries follow the packing of the format so that the 16 lanes
+// reading the 16 pieces of one 256-value superblock read its quants as one
+// contiguous span (coalesced), and each lane decodes its scales only once.
+// Plain float types (F32, F16, BF16) use 16-value "blocks" of one piece; a
+// row's last block may be partial and is zero-filled past `lim`.
+
+const uint T_F32 = 0u;
+const uint T_F16 = 1u;
+const uint T_Q4_0 = 2u;
+const uint T_Q8_0 = 8u;
+const uint T_Q4_K = 12u;
+const uint T_Q5_K = 13u;
+const uint T_Q6_K = 14u;
+const uint T_BF16 = 30u;
+
+const bool QKQUANT = QTYPE == T_Q4_K || QTYPE == T_Q5_K || QTYPE == T_Q6_K;
+const bool QFLOAT = QTYPE == T_F32 || QTYPE == T_F16 || QTYPE == T_BF16;
+// QK: values per block; QBYTES: bytes per block; QPIECES: 16-value pieces per block.
+const uint QK = QKQUANT ? 256u : (QFLOAT ? 16u : 32u);
+const uint QBYTES = QTYPE == T_Q4_K ? 144u
+                  : QTYPE == T_Q5_K ? 176u
+                  : QTYPE == T_Q6_K ? 210u
+                  : QTYPE == T_Q8_0 ? 34u
+                  : QTYPE == T_Q4_0 ? 18u
+                  : QTYPE == T_F32 ? 64u : 32u;
+const uint QPIECES = QK / 16u;
+// Blocks whose size is a multiple of 4 keep every word aligned (rows are
+// whole blocks), which lets the compiler drop the stitching path.
+const bool QALIGNED = (QBYTES & 3u) == 0u;
+
+// dq_word returns the little-endian 32-bit word at even byte offset b.
+uint dq_word(uint b) {
+    uint lo = W[b >> 2];
+    if (QALIGNED || (b & 2u) == 0u) {
+        return lo;
+    }
+    return (lo >> 16) | (W[(b >> 2) + 1u] << 16);
+}
+
+// dq_half returns the f16 at even byte offset b as a float.
+float dq_half(uint b) {
+    return unpackHalf2x16(W[b >> 2] >> ((b & 2u) << 3)).x;
+}
+
+// The four bytes of a word as unsigned and as signed values.
+vec4 dq_u8x4(uint w) {
+    return vec4(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xFFu);
+}
+vec4 dq_i8x4(uint w) {
+    return vec4(ivec4(int(w) << 24, int(w) << 16, int(w) << 8, int(w)) >> 24);
+}
+
+// Q4_K / Q5_K sub-block is (0..7): 6-bit scale and min from scales[12]
+// (held in words s0, s1, s2), as ggml's get_scale_min_k4.
+vec2 dq_scale_min_k4(uint s0, uint s1, uint s2, uint is) {
+    if (is < 4u) {
+        return vec2(bitfieldExtract(s0, int(8u * is), 6), bitfieldExtract(s1, int(8u * is), 6));
+    }
+    int k = int(8u * (is - 4u));
+    uint e = bitfieldExtract(s2, k, 8);
+    return vec2((e & 15u) | (bitfieldExtract(s0, k + 6, 2) << 4),
+                (e >> 4) | (bitfieldExtract(s1, k + 6, 2) << 4));
+}
+
+// dq_off: offset, within its block, of the first of the 4 values in v[i]
+// of piece p.
+uint dq_off(uint p, uint i) {
+    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
+        // Piece p covers bytes 8q..8q+7 of 64-value chunk j: low nibbles are
+        // values 64j+8q.., high nibbles 64j+32+8q...
+        return 64u * (p >> 2) + 8u * (p & 3u) + 4u * (i & 1u) + 32u * (i >> 1);
+    }
+    if (QTYPE == T_Q6_K) {
+        // Piece p = (half h, group g): ql/qh bytes 4g..4g+3 of the half give
+        // values 128h + 32i + 4g...
+        return 128u * (p >> 3) + 32u * i + 4u * (p & 7u);
+    }
+    if (QTYPE == T_Q4_0) {
+        return 8u * p + 4u * (i & 1u) + 16u * (i >> 1);
+    }
+    // Q8_0 and the float types: 16 consecutive values.
+    return 16u * p + 4u * i;
+}
+
+// dq_piece dequantizes piece p of the block at byte offset b. lim is the
+// number of values of the row from the block's first value on; only float
+// blocks can be partial (quantized rows are whole blocks).
+void dq_piece(uint b, uint p, uint lim, out vec4 v[4]) {
+    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
+        vec2 dm = unpackHalf2x16(W[b >> 2]);
+        uint s0 = W[(b >> 2) + 1u], s1 = W[(b >> 2) + 2u], s2 = W[(b >> 2) + 3u];
+        uint j = p >> 2, q = p & 3u;
+        vec2 sm0 = dq_scale_min_k4(s0, s1, s2, 2u * j);
+        vec2 sm1 = dq_scale_min_k4(s0, s1, s2, 2u * j + 1u);
+        float d0 = dm.x * sm0.x, m0 = dm.y * sm0.y;
+        float d1 = dm.x * sm1.x, m1 = dm.y * sm1.y;
+        // Q4_K: qs at byte 16. Q5_K: qh[32] at 16, qs at 48; bit 2j (low
+        // nibbles) and 2j+1 (high nibbles) of qh[l] are the fifth bits.
+        uint qsb = QTYPE == T_Q4_K ? b + 16u : b + 48u;
+        uint w0 = W[(qsb >> 2) + 8u * j + 2u * q];
+        uint w1 = W[(qsb >> 2) + 8u * j + 2u * q + 1u];
+        uint l0 = w0 & 0x0F0F0F0Fu, l1 = w1 & 0x0F0F0F0Fu;
+        uint h0 = (w0 >> 4) & 0x0F0F0F0Fu, h1 = (w1 >> 4) & 0x0F0F0F0Fu;
+        if (QTYPE == T_Q5_K) {
+            uint e0 = W[((b + 16u) >> 2) + 2u * q];
+            uint e1 = W[((b + 16u) >> 2) + 2u * q + 1u];
+            l0 |= ((e0 >> (2u * j)) & 0x01010101u) << 4;
+            l1 |= ((e1 >> (2u * j)) & 0x01010101u) << 4;
+            h0 |= ((e0 >> (2u * j + 1u)) & 0x01010101u) << 4;
+            h1 |= ((e1 >> (2u * j + 1u)) & 0x01010101u) << 4;
+        }
+        v[0] = d0 * dq_u8x4(l0) - m0;
+        v[1] = d0 * dq_u8x4(l1) - m0;
+        v[2] = d1 * dq_u8x4(h0) - m1;
+        v[3] = d1 * dq_u8x4(h1) - m1;
+    } else if (QTYPE == T_Q6_K) {
+        // ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, d at 208.
+        uint h = p >> 3, g = p & 7u;
+        uint qa = dq_word(b + 64u * h + 4u * g);
+        uint qb = dq_word(b + 64u * h + 32u + 4u * g);
+        uint qh = dq_word(b + 128u + 32u * h + 4u * g);
+        float d = dq_half(b + 208u);
+        uint q[4] = uint[4](
+            (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4),
+            (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4),
+            ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4),
+            ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4));
+        for (uint i = 0u; i < 4u; i++) {
+            uint sb = b + 192u + 8u * h + (g >> 2) + 2u * i;
+            float sc = float(bitfieldExtract(int(W[sb >> 2]), int((sb & 3u) * 8u), 8));
+            v[i] = (d * sc) * (dq_u8x4(q[i]) - 32.0);
+        }
+    } else if (QTYPE == T_Q8_0) {
+        float d = dq_half(b);
+        for (uint i = 0u; i < 4u; i++) {
+            v[i] = d * dq_i8x4(dq_word(b + 2u + 16u * p + 4u * i));
+        }
+    } else if (QTYPE == T_Q4_0) {
+        float d = dq_half(b);
+        uint w0 = dq_word(b + 2u + 8u * p), w1 = dq_word(b + 6u + 8u * p);
+        v[0] = d * (dq_u8x4(w0 & 0x0F0F0F0Fu) - 8.0);
+        v[1] = d * (dq_u8x4(w1 & 0x0F0F0F0Fu) - 8.0);
+        v[2] = d * (dq_u8x4((w0 >> 4) & 0x0F0F0F0Fu) - 8.0);
+        v[3] = d * (dq_u8x4((w1 >> 4) & 0x0F0F0F0Fu) - 8.0);
+    } else {
+        // Float blocks of 16 values; rows hold a multiple of 4 values, so a
+        // partial block ends on a vec4 boundary.
+        for (uint i = 0u; i < 4u; i++) {
+            v[i] = vec4(0.0);
+            if (4u * i >= lim) {
+                continue;
+            }
+            if (QTYPE == T_F32) {
+                uint o = (b >> 2) + 4u * i;
+                v[i] = uintBitsToFloat(uvec4(W[o], W[o + 1u], W[o + 2u], W[o + 3u]));
+            } else {
+                uint w0 = W[(b >> 2) + 2u * i], w1 = W[(b >> 2) + 2u * i + 1u];
+                if (QTYPE == T_F16) {
+                    v[i] = vec4(unpackHalf2x16(w0), unpackHalf2x16(w1));
+                } else {
+                    v[i] = uintBitsToFloat(uvec4(w0 << 16, w0 & 0xFFFF0000u, w1 << 16, w1 & 0xFFFF0000u));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,323 @@
+#version 450
+// Scalar flash attention: one pass over the KV cache with an online softmax
+// over tiles of BC keys (running max m, sum l and output O in f32).
+//
+// A workgroup is one lane group of W lanes. It owns ROWS = BR×HG query rows:
+// BR consecutive positions of HG q-heads that share one KV head (in decode,
+// BR = 1 and HG is the whole GQA group, so each K/V row is read once for all
+// of them). The lanes form RL row slots of DL = W/RL lanes; a slot owns one
+// row, and each of its lanes owns NCH chunks of CH head dims (chunk ci of a
+// row is dims ci*CH.., held by lane ci % DL). Q (pre-scaled) and O for those
+// dims stay in the lane's registers for the whole KV loop, so a K/V chunk is
+// read straight from memory into the lanes that need it, no staging.
+//
+// The one cross-lane step is the dot product q·k, summed over the DL lanes of
+// a slot: with shuffles when DL < SG, subgroupAdd when DL == SG (the lane
+// group is one hardware subgroup), and subgroupAdd then shared memory when
+// the slot spans several hardware subgroups (W = 64 on 32-wide hardware,
+// any W on lavapipe's 8). A whole tile of BC dot products is reduced at once,
+// so the shared-memory path costs one barrier per tile.
+//
+// Positions: row i of the batch is at pos+i (pos read from the step buffer at
+// run time, so one recording serves every token) and sees keys 0..pos+i.
+// Causality is computed, not read. An optional additive f16 mask
+// [n_q][mask_stride] is staged per tile in shared memory, stored key-major
+// with a padded stride of BR+1 so that the lanes writing consecutive keys of
+// one query row and the slots reading one key for consecutive rows hit
+// distinct banks. Tiles where every entry is masked are skipped.
+//
+// Split-k: gl_NumWorkGroups.z splits share each row's KV range, each taking
+// a contiguous run of whole tiles derived from pos at run time. With SPLIT a
+// split writes its unnormalised O with (m, l), m in log2 units; an empty split
+// writes m = NEG, l = 0. flash_attn_reduce.comp merges them.
+
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+
+// Geometry: attention.Plan, in the order flashattn passes them.
+layout(constant_id = 0) const uint D = 128;      // head dim
+layout(constant_id = 1) const uint W = 32;       // lanes in the lane group (= workgroup size)
+layout(constant_id = 2) const uint SG = 32;      // hardware subgroup size the pipeline runs with
+layout(constant_id = 3) const uint BR = 1;       // query positions per workgroup
+layout(constant_id = 4) const uint HG = 1;       // q-heads per workgroup
+layout(constant_id = 5) const uint BC = 32;      // keys per tile
+layout(constant_id = 6) const uint RL = 4;       // row slots: power of two >= BR*HG
+layout(constant_id = 7) const uint CH = 8;       // f16 values per load: 8, 4 or 2
+layout(constant_id = 8) const bool MASK = false; // additive mask bound
+layout(constant_id = 9) const bool SPLIT = false;// write split partials
+
+layout(local_size_x_id = 1) in;
+
+const uint DL = W / RL;                    // lanes per row
+const uint NCHUNK = D / CH;                // chunks in a head row
+const uint NCH = (NCHUNK + DL - 1) / DL;   // chunks per lane (the last ones may be absent)
+const uint HALF = CH / 2;                  // f16 pairs per chunk
+const uint NV = NCH * HALF;                // vec2 registers per lane for Q, and for O
+const uint ROWS = BR * HG;
+const uint NSG = W / SG;                   // hardware subgroups in the lane group
+const bool XSG = DL > SG;                  // a row spans several subgroups
+const uint SPR = XSG ? DL / SG : 1;        // subgroups per row
+const uint RED = XSG ? BC * NSG : 1;
+const uint MT = MASK ? BC * (BR + 1) : 1;
+
+// Masked scores are a large finite negative rather than -inf: Vulkan does not
+// promise inf arithmetic without float controls, and exp2(NEG - x) is 0.
+const float NEG = -1.0e30;
+const float NEG_HALF = -0.5e30;
+const float LOG2E = 1.4426950408889634;
+
+layout(push_constant) uniform Push {
+    uint n_q;         // queries in the batch
+    uint n_head;      // query heads
+    uint n_kv_head;   // KV heads
+    uint mask_stride; // f16 values per mask row
+    float scale;      // multiplies q·k
+} pc;
+
+layout(std430, binding = 0) readonly buffer BQ { float q_in[]; };   // [n_q][n_head*D]
+// K and V: f16 [position][n_kv_head*D], read CH values at a time.
+layout(std430, binding = 1) readonly buffer BK1 { uint k1[]; };
+layout(std430, binding = 1) readonly buffer BK2 { uvec2 k2[]; };
+layout(std430, binding = 1) readonly buffer BK4 { uvec4 k4[]; };
+layout(std430, binding = 2) readonly buffer BV1 { uint v1[]; };
+layout(std430, binding = 2) readonly buffer BV2 { uvec2 v2[]; };
+layout(std430, binding = 2) readonly buffer BV4 { uvec4 v4[]; };
+layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][mask_stride]
+layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
+// Output: f32 [n_q][n_head*D], or with SPLIT the partials [split][n_q][n_head][D].
+layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
+layout(std430, binding = 6) writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
+
+shared float red[RED];
+shared float mtile[MT];
+shared uint mlive[NSG];
+
+// e indexes f16 values and is a multiple of CH; the branches on CH fold away
+// at specialization.
+uvec4 load_k(uint e) {
+    if (CH == 8) return k4[e / 8];
+    if (CH == 4) return uvec4(k2[e / 4], 0u, 0u);
+    return uvec4(k1[e / 2], 0u, 0u, 0u);
+}
+
+uvec4 load_v(uint e) {
+    if (CH == 8) return v4[e / 8];
+    if (CH == 4) return uvec4(v2[e / 4], 0u, 0u);
+    return uvec4(v1[e / 2], 0u, 0u, 0u);
+}
+
+void main() {
+    // Lanes are numbered from subgroup ids so that a row's DL lanes are
+    // consecutive within a subgroup, whatever order the invocations have.
+    const uint lane = gl_SubgroupID * SG + gl_SubgroupInvocationID;
+    const uint slot = lane / DL;
+    const uint dl = lane % DL;
+    // Slots past ROWS repeat the last row (keeping every lane in step for the
+    // reductions) and write nothing.
+    const uint row = min(slot, ROWS - 1);
+    const uint qi = row % BR;
+    const uint hl = row / BR;
+
+    const uint group = pc.n_head / pc.n_kv_head;
+    const uint hgroups = group / HG;
+    const uint kvh = gl_WorkGroupID.y / hgroups;
+    const uint head = kvh * group + (gl_WorkGroupID.y % hgroups) * HG + hl;
+    const uint q0 = gl_WorkGroupID.x * BR;
+    const uint qn = min(BR, pc.n_q - q0);        // positions of the block inside the batch
+    const uint qrow = q0 + min(qi, qn - 1);
+    const bool writes = slot < ROWS && qi < qn;
+
+    const uint pos = step_pos;
+    const uint last_key = pos + qrow;            // causal limit of this row
+    const uint kv_stride = pc.n_kv_head * D;
+    const uint kv_off = kvh * D;
+
+    // This workgroup's keys: its split's share of the batch's KV length
+    // (whole tiles), cut at the causal limit of the block's last query.
+    const uint kv_len = pos + pc.n_q;
+    const uint nsplit = gl_NumWorkGroups.z;
+    const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
+    const uint kb = gl_WorkGroupID.z * share;
+    const uint ke = min(kb + share, pos + q0 + qn);
+
+    // Q, pre-scaled into log2 units so the softmax runs on exp2.
+    vec2 q[NV];
+    vec2 o[NV];
+    const uint qbase = qrow * pc.n_head * D + head * D;
+    const float qscale = pc.scale * LOG2E;
+    [[unroll]] for (uint j = 0; j < NCH; j++) {
+        const uint ci = dl + j * DL;
+        [[unroll]] for (uint i = 0; i < HALF; i++) {
+            vec2 x = vec2(0.0);
+            if (ci < NCHUNK) {
+                const uint e = qbase + ci * CH + 2 * i;
+                x = vec2(q_in[e], q_in[e + 1]);
+            }
+            q[j * HALF + i] = x * qscale;
+            o[j * HALF + i] = vec2(0.0);
+        }
+    }
+    float m = NEG;
+    float l = 0.0;
+
+    for (uint t = kb; t < ke; t += BC) {
+        if (MASK || XSG) {
+            // The previous tile's reads of shared memory are done.
+            barrier();
+        }
+        if (MASK) {
+            bool live = false;
+            for (uint e = lane; e < BR * BC; e += W) {
+                const uint i = e / BC;
+                const uint c = e % BC;
+                const uint key = t + c;
+                const uint qq = q0 + i;
+                float mv = NEG;
+                if (i < qn && key < ke && key <= pos + qq) {
+                    const uint idx = qq * pc.mask_stride + key;
+                    const vec2 h = unpackHalf2x16(mask_in[idx / 2]);
+                    const float x = ((idx & 1u) != 0u ? h.y : h.x) * LOG2E;
+                    if (x > NEG_HALF) { // -inf (and NaN) stay masked
+                        mv = x;
+                    }
+                }
+                mtile[c * (BR + 1) + i] = mv;
+                live = live || mv > NEG_HALF;
+            }
+            live = subgroupAny(live);
+            if (subgroupElect()) {
+                mlive[gl_SubgroupID] = live ? 1u : 0u;
+            }
+            memoryBarrierShared();
+            barrier();
+            bool any = false;
+            [[unroll]] for (uint i = 0; i < NSG; i++) {
+                any = any || mlive[i] != 0u;
+            }
+            if (!any) {
+                continue; // uniform: every lane read the same flags
+            }
+        }
+
+        // Partial dot products of this lane's dims for the tile's keys. Keys
+        // past ke load the last valid key (no branch around the loads) and
+        // are masked below.
+        float s[BC];
+        [[unroll]] for (uint c = 0; c < BC; c++) {
+            const uint kbase = min(t + c, ke - 1) * kv_stride + kv_off;
+            float acc = 0.0;
+            [[unroll]] for (uint j = 0; j < NCH; j++) {
+                const uint ci = dl + j * DL;
+                if (ci < NCHUNK) {
+                    const uvec4 u = load_k(kbase + ci * CH);
+                    [[unroll]] for (uint i = 0; i < HALF; i++) {
+                        acc += dot(q[j * HALF + i], unpackHalf2x16(u[i]));
+                    }
+                }
+            }
+            s[c] = acc;
+        }
+
+        // Sum over the row's DL lanes.
+        if (DL == SG) {
+            [[unroll]] for (uint c = 0; c < BC; c++) {
+                s[c] = subgroupAdd(s[c]);
+            }
+        } else if (!XSG) {
+            [[unroll]] for (uint c = 0; c < BC; c++) {
+                [[unroll]] for (uint x = 1; x < DL; x *= 2) {
+                    s[c] += subgroupShuffleXor(s[c], x);
+                }
+            }
+        } else {
+            [[unroll]] for (uint c = 0; c < BC; c++) {
+                s[c] = subgroupAdd(s[c]);
+            }
+            if (subgroupElect()) {
+                [[unroll]] for (uint c = 0; c < BC; c++) {
+                    red[c * NSG + gl_SubgroupID] = s[c];
+                }
+            }
+            memoryBarrierShared();
+            barrier();
+            [[unroll]] for (uint c = 0; c < BC; c++) {
+                float sum = 0.0;
+                [[unroll]] for (uint i = 0; i < SPR; i++) {
+                    sum += red[c * NSG + slot * SPR + i];
+                }
+                s[c] = sum;
+            }
+        }
+
+        // Mask (or causal limit), then the online softmax update.
+        float tmax = NEG;
+        [[unroll]] for (uint c = 0; c < BC; c++) {
+            float x;
+            if (MASK) {
+                const float mv = mtile[c * (BR + 1) + qi];
+                x = mv > NEG_HALF ? s[c] + mv : NEG;
+            } else {
+                const uint key = t + c;
+                x = (key < ke && key <= last_key) ? s[c] : NEG;
+            }
+            s[c] = x;
+            tmax = max(tmax, x);
+        }
+        const float m_new = max(m, tmax);
+        // While every score so far is masked, m_new is NEG; subtracting 0
+        // instead keeps every weight exp2(NEG) = 0 rather than exp2(0) = 1.
+        const float m_use = m_new > NEG_HALF ? m_new : 0.0;
+        const float alpha = exp2(m - m_use);
+        m = m_new;
+        l *= alpha;
+        [[unroll]] for (uint v = 0; v < NV; v++) {
+            o[v] *= alpha;
+        }
+        [[unroll]] for (uint c = 0; c < BC; c++) {
+            const float p = exp2(s[c] - m_use);
+            l += p;
+            const uint vbase = min(t + c, ke - 1) * kv_stride + kv_off;
+            [[unroll]] for (uint j = 0; j < NCH; j++) {
+                const uint ci = dl + j * DL;
+                if (ci < NCHUNK) {
+                    const uvec4 u = load_v(vbase + ci * CH);
+                    [[unroll]] for (uint i = 0; i < HALF; i++) {
+                        o[j * HALF + i] += p * unpackHalf2x16(u[i]);
+                    }
+                }
+            }
+        }
+    }
+
+    if (!writes) {
+        return;
+    }
+    const uint r = qrow * pc.n_head + head; // row of [n_q][n_head]
+    uint obase;
+    float f;
+    if (SPLIT) {
+        const uint pr = gl_WorkGroupID.z * pc.n_q * pc.n_head + r;
+        obase = pr * D;
+        f = 1.0;
+        if (dl == 0) {
+            ml_out[pr] = vec2(m, l);
+        }
+    } else {
+        obase = r * D;
+        f = l > 0.0 ? 1.0 / l : 0.0; // a fully masked row outputs 0
+    }
+    [[unroll]] for (uint j = 0; j < NCH; j++) {
+        const uint ci = dl + j * DL;
+        if (ci < NCHUNK) {
+            [[unroll]] for (uint i = 0; i < HALF; i++) {
+                const vec2 x = o[j * HALF + i] * f;
+                const uint e = obase + ci * CH + 2 * i;
+                o_out[e] = x.x;
+                o_out[e + 1] = x.y;
+            }
+        }
+    }
+}

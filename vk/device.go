@@ -1,0 +1,272 @@
+package vk
+
+/*
+#include <stdlib.h>
+#include "cvk.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+)
+
+// Options selects and configures the device Open creates.
+type Options struct {
+	Device     int  // index into Devices(); -1 = choose (discrete > integrated > virtual; CPU drivers only if AllowCPU or nothing else exists)
+	AllowCPU   bool // let -1 choose a CPU driver such as lavapipe even when a GPU exists
+	Validation bool // enable VK_LAYER_KHRONOS_validation and record every warning and error it reports
+}
+
+// Device is an open logical device with one compute queue. Its methods are
+// safe for concurrent use; a Sequence or Buffer belongs to one goroutine at a
+// time.
+type Device struct {
+	inst  *instance
+	phys  *physical
+	info  DeviceInfo
+	h     vk.Device
+	id    uint64
+	queue uint64
+	fns   *C.vkr_fns // C memory: read by the C recording functions
+
+	queueMu sync.Mutex // vkQueueSubmit needs the queue externally synchronised
+
+	mu        sync.RWMutex // guards the fields below; read-locked while a mapping is in use
+	closed    bool
+	pipelines map[string]*Pipeline
+	buffers   map[*Buffer]struct{}
+	sequences map[*Sequence]struct{}
+	cache     pipelineCache
+
+	xferMu     sync.Mutex // serialises Buffer.Read/Write through the staging buffer
+	staging    *Buffer
+	stagingMax int64
+	xfer       *Sequence
+
+	profiling atomic.Bool
+}
+
+// defaultStaging bounds the host-visible buffer that device-local reads and
+// writes pass through.
+const defaultStaging = 64 << 20
+
+// Open creates the instance, chooses a device, and creates a logical device
+// with one compute queue and the optional features the kernels use enabled
+// where supported: 16- and 8-bit storage, float16/int8 arithmetic, subgroup
+// extended types, subgroup size control with full subgroups, integer dot
+// product, and 16/64-bit integers.
+func Open(o Options) (*Device, error) {
+	in, err := newInstance(o.Validation)
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(in, o)
+	if err != nil {
+		in.destroy()
+		return nil, err
+	}
+	return d, nil
+}
+
+func open(in *instance, o Options) (*Device, error) {
+	devs, err := in.physicalDevices()
+	if err != nil {
+		return nil, err
+	}
+	p, err := choose(devs, o)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{
+		inst:       in,
+		phys:       p,
+		info:       p.info,
+		pipelines:  map[string]*Pipeline{},
+		buffers:    map[*Buffer]struct{}{},
+		sequences:  map[*Sequence]struct{}{},
+		stagingMax: defaultStaging,
+	}
+	if err := d.createDevice(); err != nil {
+		return nil, fmt.Errorf("device %d (%s): %w", p.info.Index, p.info.Name, err)
+	}
+	d.cache = openPipelineCache(d)
+	return d, nil
+}
+
+// deviceExtensionsToEnable names the extensions whose features Open enables
+// on devices where they are not core, plus the portability subset, which the
+// spec requires enabling wherever it is advertised.
+func (p *physical) deviceExtensionsToEnable() []string {
+	var names []string
+	v13 := p.api >= vk.MakeVersion(1, 3, 0)
+	for _, e := range []struct {
+		name string
+		core bool
+	}{
+		{"VK_EXT_subgroup_size_control", v13},
+		{"VK_KHR_shader_integer_dot_product", v13},
+		{"VK_KHR_portability_subset", false},
+	} {
+		if p.exts[e.name] && !e.core {
+			names = append(names, cstr(e.name))
+		}
+	}
+	return names
+}
+
+func (d *Device) createDevice() error {
+	p := d.phys
+	var pin runtime.Pinner
+	defer pin.Unpin()
+
+	// Enable exactly what the device reported for the optional structs; of
+	// the core features only 16/64-bit integers, since others such as
+	// robustBufferAccess cost speed.
+	feats := physicalDeviceFeatures2{sType: stFeatures2}
+	feats.features[featShaderInt16] = p.features.features[featShaderInt16]
+	feats.features[featShaderInt64] = p.features.features[featShaderInt64]
+	s16, s8, f16, ext, sc, dot := p.storage16, p.storage8, p.f16i8, p.extTypes, p.sizeCtl, p.dot
+	links := map[unsafe.Pointer]unsafe.Pointer{
+		unsafe.Pointer(&p.storage16): unsafe.Pointer(&s16),
+		unsafe.Pointer(&p.storage8):  unsafe.Pointer(&s8),
+		unsafe.Pointer(&p.f16i8):     unsafe.Pointer(&f16),
+		unsafe.Pointer(&p.extTypes):  unsafe.Pointer(&ext),
+		unsafe.Pointer(&p.sizeCtl):   unsafe.Pointer(&sc),
+		unsafe.Pointer(&p.dot):       unsafe.Pointer(&dot),
+	}
+	v12, v13 := p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0)
+	var copies []unsafe.Pointer
+	for _, l := range p.featureLinks(v12, v13) {
+		copies = append(copies, links[l])
+	}
+	pin.Pin(&feats)
+	chain(&pin, &feats.pNext, copies...)
+
+	exts := p.deviceExtensionsToEnable()
+	ci := &vk.DeviceCreateInfo{
+		SType:                vk.StructureTypeDeviceCreateInfo,
+		PNext:                unsafe.Pointer(&feats),
+		QueueCreateInfoCount: 1,
+		PQueueCreateInfos: []vk.DeviceQueueCreateInfo{{
+			SType:            vk.StructureTypeDeviceQueueCreateInfo,
+			QueueFamilyIndex: p.family,
+			QueueCount:       1,
+			PQueuePriorities: []float32{1},
+		}},
+		EnabledExtensionCount:   uint32(len(exts)),
+		PpEnabledExtensionNames: exts,
+	}
+	if err := check("creating device", int32(vk.CreateDevice(p.h, ci, nil, &d.h))); err != nil {
+		return err
+	}
+	d.id = uint64(uintptr(unsafe.Pointer(d.h)))
+	var q vk.Queue
+	vk.GetDeviceQueue(d.h, p.family, 0, &q)
+	d.queue = uint64(uintptr(unsafe.Pointer(q)))
+	if err := d.loadFunctions(); err != nil {
+		vk.DestroyDevice(d.h, nil)
+		return err
+	}
+	return nil
+}
+
+// loadFunctions fills the C function table from vkGetDeviceProcAddr, which
+// returns the driver's (or layer's) entry points directly.
+func (d *Device) loadFunctions() error {
+	gdpa := proc(d.inst.id, "vkGetDeviceProcAddr")
+	if gdpa == nil {
+		return fmt.Errorf("vulkan: the loader has no vkGetDeviceProcAddr")
+	}
+	d.fns = (*C.vkr_fns)(C.calloc(1, C.sizeof_vkr_fns))
+	for _, f := range []struct {
+		slot *unsafe.Pointer
+		name string
+	}{
+		{&d.fns.allocateDescriptorSets, "vkAllocateDescriptorSets"},
+		{&d.fns.updateDescriptorSets, "vkUpdateDescriptorSets"},
+		{&d.fns.cmdBindPipeline, "vkCmdBindPipeline"},
+		{&d.fns.cmdBindDescriptorSets, "vkCmdBindDescriptorSets"},
+		{&d.fns.cmdPushConstants, "vkCmdPushConstants"},
+		{&d.fns.cmdDispatch, "vkCmdDispatch"},
+		{&d.fns.cmdPipelineBarrier, "vkCmdPipelineBarrier"},
+		{&d.fns.cmdCopyBuffer, "vkCmdCopyBuffer"},
+		{&d.fns.cmdWriteTimestamp, "vkCmdWriteTimestamp"},
+		{&d.fns.cmdResetQueryPool, "vkCmdResetQueryPool"},
+		{&d.fns.beginCommandBuffer, "vkBeginCommandBuffer"},
+		{&d.fns.endCommandBuffer, "vkEndCommandBuffer"},
+		{&d.fns.queueSubmit, "vkQueueSubmit"},
+		{&d.fns.waitForFences, "vkWaitForFences"},
+		{&d.fns.resetFences, "vkResetFences"},
+		{&d.fns.getQueryPoolResults, "vkGetQueryPoolResults"},
+	} {
+		cname := C.CString(f.name)
+		*f.slot = C.vkr_device_proc(gdpa, C.uint64_t(d.id), cname)
+		C.free(unsafe.Pointer(cname))
+		if *f.slot == nil {
+			C.free(unsafe.Pointer(d.fns))
+			d.fns = nil
+			return fmt.Errorf("vulkan: vkGetDeviceProcAddr has no %s", f.name)
+		}
+	}
+	return nil
+}
+
+// Info describes the device.
+func (d *Device) Info() DeviceInfo {
+	i := d.info
+	i.Heaps = append([]Heap(nil), i.Heaps...)
+	return i
+}
+
+// Messages returns the validation messages recorded so far (nil without
+// Options.Validation). It stays valid after Close, which adds any message
+// raised while destroying.
+func (d *Device) Messages() []string { return d.inst.messages() }
+
+// SetProfiling makes later Dispatch calls write timestamps around each
+// dispatch; see Sequence.Timings.
+func (d *Device) SetProfiling(on bool) { d.profiling.Store(on) }
+
+// Close waits for the device to go idle, releases every buffer, sequence
+// and pipeline made from it, saves the pipeline cache and destroys the
+// device and instance. Calling it again does nothing.
+func (d *Device) Close() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	seqs, bufs := d.sequences, d.buffers
+	d.sequences, d.buffers = nil, nil
+	d.mu.Unlock()
+
+	vk.DeviceWaitIdle(d.h)
+	for s := range seqs {
+		s.release()
+	}
+	for b := range bufs {
+		b.release()
+	}
+	for _, p := range d.pipelines {
+		p.release()
+	}
+	d.cache.close(d)
+	C.free(unsafe.Pointer(d.fns))
+	vk.DestroyDevice(d.h, nil)
+	d.inst.destroy()
+}
+
+// alive fails once the device is closed; callers hold d.mu.
+func (d *Device) alive() error {
+	if d.closed {
+		return fmt.Errorf("vk: device %s is closed", d.info.Name)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package vk
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"testing"
+)
+
+// openTest opens the preferred device (lavapipe allowed) with validation on
+// and fails the test on any validation message once the test ends. Without
+// a usable device it fails, unless VKINFER_NO_VULKAN=1 says none exists.
+func openTest(t testing.TB) *Device {
+	t.Helper()
+	// Keep the pipeline cache of tests out of the user's cache.
+	if os.Getenv("XDG_CACHE_HOME") == "" {
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	}
+	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true})
+	if err != nil {
+		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
+			t.Skipf("no Vulkan (VKINFER_NO_VULKAN=1): %v", err)
+		}
+		t.Fatalf("Open: %v (set VKINFER_NO_VULKAN=1 to skip on machines without Vulkan)", err)
+	}
+	t.Cleanup(func() {
+		d.Close()
+		for _, m := range d.Messages() {
+			t.Errorf("validation: %s", m)
+		}
+	})
+	return d
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// push packs 32-bit push constants.
+func push(vals ...any) []byte {
+	b := make([]byte, 0, 4*len(vals))
+	for _, v := range vals {
+		switch v := v.(type) {
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case float32:
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		default:
+			panic("push: unsupported type")
+		}
+	}
+	return b
+}

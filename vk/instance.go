@@ -1,0 +1,238 @@
+package vk
+
+/*
+#include "cvk.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+)
+
+const validationLayer = "VK_LAYER_KHRONOS_validation"
+
+// Debug-utils severities (VkDebugUtilsMessageSeverityFlagBitsEXT) and types.
+const (
+	severityWarning = 0x100
+	severityError   = 0x1000
+	// general | validation | performance
+	messageTypesAll = 0x1 | 0x2 | 0x4
+)
+
+// instance owns a VkInstance and, with validation, the messenger that
+// records every warning and error the layer reports.
+type instance struct {
+	h       vk.Instance
+	id      uint64
+	version uint32 // the API version the instance was created with
+
+	log       *messageLog
+	logHandle cgo.Handle
+	messenger uint64
+}
+
+// messageLog collects validation messages; the layer may call back on any
+// thread, hence the lock.
+type messageLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *messageLog) add(m string) {
+	l.mu.Lock()
+	l.msgs = append(l.msgs, m)
+	l.mu.Unlock()
+}
+
+func (l *messageLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.msgs...)
+}
+
+//export goDebugMessage
+func goDebugMessage(user C.uintptr_t, severity C.uint32_t, data unsafe.Pointer) {
+	cb := (*debugUtilsMessengerCallbackData)(data)
+	level := "WARNING"
+	if severity&severityError != 0 {
+		level = "ERROR"
+	}
+	msg := "(no message)"
+	if cb.pMessage != nil {
+		msg = C.GoString((*C.char)(unsafe.Pointer(cb.pMessage)))
+	}
+	cgo.Handle(user).Value().(*messageLog).add(level + ": " + msg)
+}
+
+// cstr returns s NUL-terminated, as the binding passes Go strings to C
+// without adding a terminator.
+func cstr(s string) string { return s + "\x00" }
+
+func instanceLayers() (map[string]bool, error) {
+	var n uint32
+	if err := check("enumerating instance layers", int32(vk.EnumerateInstanceLayerProperties(&n, nil))); err != nil {
+		return nil, err
+	}
+	props := make([]vk.LayerProperties, n)
+	if err := check("enumerating instance layers", int32(vk.EnumerateInstanceLayerProperties(&n, props))); err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, n)
+	for i := range props[:n] {
+		props[i].Deref()
+		have[vk.ToString(props[i].LayerName[:])] = true
+	}
+	return have, nil
+}
+
+func instanceExtensions() (map[string]bool, error) {
+	var n uint32
+	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties("", &n, nil))); err != nil {
+		return nil, err
+	}
+	props := make([]vk.ExtensionProperties, n)
+	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties("", &n, props))); err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, n)
+	for i := range props[:n] {
+		props[i].Deref()
+		have[vk.ToString(props[i].ExtensionName[:])] = true
+	}
+	return have, nil
+}
+
+// newInstance creates an instance for the newest API version up to 1.3 that
+// the loader offers. With validation it enables the Khronos layer and
+// debug-utils, and fails when the layer is not installed.
+func newInstance(validation bool) (*instance, error) {
+	if _, err := load(); err != nil {
+		return nil, err
+	}
+	in := &instance{version: min(loaderVersion(), vk.MakeVersion(1, 3, 0))}
+	exts, err := instanceExtensions()
+	if err != nil {
+		return nil, err
+	}
+	var extNames, layerNames []string
+	var flags vk.InstanceCreateFlags
+	// MoltenVK only shows up when the application opts into portability
+	// drivers.
+	if exts["VK_KHR_portability_enumeration"] {
+		extNames = append(extNames, cstr("VK_KHR_portability_enumeration"))
+		flags |= 0x1 // VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
+	}
+
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var next unsafe.Pointer
+	if validation {
+		layers, err := instanceLayers()
+		if err != nil {
+			return nil, err
+		}
+		if !layers[validationLayer] {
+			return nil, fmt.Errorf("vulkan: validation requested but %s is not installed (install the Vulkan validation layers, e.g. vulkan-validationlayers)", validationLayer)
+		}
+		layerNames = append(layerNames, cstr(validationLayer))
+		extNames = append(extNames, cstr("VK_EXT_debug_utils"))
+		in.log = &messageLog{}
+		in.logHandle = cgo.NewHandle(in.log)
+		// Chained into the create info, this messenger also sees messages
+		// from vkCreateInstance and vkDestroyInstance themselves.
+		info := messengerInfo(in.logHandle)
+		pin.Pin(info)
+		next = unsafe.Pointer(info)
+	}
+
+	app := &vk.ApplicationInfo{
+		SType:            vk.StructureTypeApplicationInfo,
+		PApplicationName: cstr("vkinfer"),
+		PEngineName:      cstr("vkinfer"),
+		ApiVersion:       in.version,
+	}
+	ci := &vk.InstanceCreateInfo{
+		SType:                   vk.StructureTypeInstanceCreateInfo,
+		PNext:                   next,
+		Flags:                   flags,
+		PApplicationInfo:        app,
+		EnabledLayerCount:       uint32(len(layerNames)),
+		PpEnabledLayerNames:     layerNames,
+		EnabledExtensionCount:   uint32(len(extNames)),
+		PpEnabledExtensionNames: extNames,
+	}
+	if err := check("creating instance", int32(vk.CreateInstance(ci, nil, &in.h))); err != nil {
+		in.releaseLog()
+		return nil, err
+	}
+	in.id = uint64(uintptr(unsafe.Pointer(in.h)))
+	if err := initBinding(in.h); err != nil {
+		in.destroy()
+		return nil, err
+	}
+	if validation {
+		if err := in.createMessenger(); err != nil {
+			in.destroy()
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+func messengerInfo(h cgo.Handle) *debugUtilsMessengerCreateInfo {
+	return &debugUtilsMessengerCreateInfo{
+		sType:           stDebugUtilsMessengerCreateInfo,
+		messageSeverity: severityWarning | severityError,
+		messageType:     messageTypesAll,
+		pfnUserCallback: C.vkr_debug_callback(),
+		pUserData:       uintptr(h),
+	}
+}
+
+func (in *instance) createMessenger() error {
+	fn := proc(in.id, "vkCreateDebugUtilsMessengerEXT")
+	if fn == nil {
+		return fmt.Errorf("vulkan: VK_EXT_debug_utils is enabled but vkCreateDebugUtilsMessengerEXT is missing")
+	}
+	info := messengerInfo(in.logHandle)
+	var pin runtime.Pinner
+	pin.Pin(info)
+	defer pin.Unpin()
+	var m C.uint64_t
+	if err := check("creating debug messenger", int32(C.vkr_create_messenger(fn, C.uint64_t(in.id), unsafe.Pointer(info), &m))); err != nil {
+		return err
+	}
+	in.messenger = uint64(m)
+	return nil
+}
+
+// messages returns what the validation layer reported so far.
+func (in *instance) messages() []string {
+	if in.log == nil {
+		return nil
+	}
+	return in.log.all()
+}
+
+func (in *instance) destroy() {
+	if in.messenger != 0 {
+		C.vkr_destroy_messenger(proc(in.id, "vkDestroyDebugUtilsMessengerEXT"), C.uint64_t(in.id), C.uint64_t(in.messenger))
+		in.messenger = 0
+	}
+	vk.DestroyInstance(in.h, nil)
+	in.releaseLog()
+}
+
+// releaseLog drops the callback's handle; the log itself stays readable.
+func (in *instance) releaseLog() {
+	if in.logHandle != 0 {
+		in.logHandle.Delete()
+		in.logHandle = 0
+	}
+}

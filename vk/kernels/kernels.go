@@ -1,0 +1,242 @@
+// Package kernels records vkinfer's non-attention compute kernels (embedding,
+// RMSNorm, RoPE, element-wise ops, KV-cache stores, dequantizing matrix
+// products) and the plain causal attention into a *vk.Sequence.
+//
+// Every method checks its shapes and the sizes of its bindings, fetches (and
+// memoises) its pipeline and records one dispatch. Nothing runs until the
+// sequence does, and nothing waits: the caller puts s.Barrier() between
+// dependent kernels. Values that change from one replay of a sequence to the
+// next (token ids, the position pos) are read from buffers, never baked into
+// push constants.
+//
+// Layouts: activations are f32 row-major [n][cols]; weights are the raw GGUF
+// bytes of a rows x K tensor (row r at r*rowBytes); the KV cache is f16
+// row-major [context][kvDim]; the step buffer holds uint32 pos at offset 0.
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/shaders"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// Lanes is the workgroup size of the row-wise kernels (RMSNorm, embedding,
+// element-wise ops, attention).
+const Lanes = 64
+
+// MaxMatVecCols is the most activation columns the matrix-vector kernel
+// takes; MatMul switches to the tiled kernel above it.
+const MaxMatVecCols = 8
+
+// MatVecShape is the geometry of the decode matrix-vector kernel.
+type MatVecShape struct {
+	Lanes int // invocations per workgroup (the lane group)
+	Rows  int // rows of the weight matrix per workgroup
+	// Wave is the subgroup size to require of the driver, 0 for its own
+	// choice. The kernel is correct for any subgroup size either way.
+	Wave int
+}
+
+// Tile is the geometry of the prefill matrix-matrix kernel: a workgroup
+// computes BM weight rows x BN activation columns, each of its
+// (BM/TM)*(BN/TN) invocations a TM x TN micro-tile. F16 keeps the
+// dequantized weight tile in shared memory as f16 (half the space, weights
+// rounded to 11 significant bits) instead of f32.
+type Tile struct {
+	BM, BN, TM, TN int
+	F16            bool
+}
+
+func (t Tile) String() string {
+	p := "f32"
+	if t.F16 {
+		p = "f16"
+	}
+	return fmt.Sprintf("%dx%d/%dx%d/%s", t.BM, t.BN, t.TM, t.TN, p)
+}
+
+// Invocations is the workgroup size of the tile.
+func (t Tile) Invocations() int { return (t.BM / t.TM) * (t.BN / t.TN) }
+
+// kTile is the K extent of one shared-memory weight tile for type qt:
+// whole blocks (256 values for K-quants, 32 for Q8_0/Q4_0), 64 for floats.
+// It mirrors BK in matmul.comp.
+func kTile(qt quant.Type) int {
+	if isFloat(qt) {
+		return 64
+	}
+	return qt.BlockSize()
+}
+
+// chunkB is the K extent of one activation chunk (BKB in matmul.comp).
+const chunkB = 32
+
+// SharedBytes is the shared memory the tile needs for weights of type qt,
+// including the one-word padding of each row.
+func (t Tile) SharedBytes(qt quant.Type) int {
+	a := kTile(qt)
+	if t.F16 {
+		a /= 2
+	}
+	return 4 * (t.BM*(a+1) + t.BN*(chunkB+1))
+}
+
+// Kernels records kernels for one device.
+type Kernels struct {
+	dev  *vk.Device
+	info vk.DeviceInfo
+	// dummy is bound where a shader declares a buffer that a variant does
+	// not read (RoPE without frequency factors).
+	dummy *vk.Buffer
+
+	// MatVec and Tile are the shapes MatMul uses; callers (a tuning sweep)
+	// may change them between recordings.
+	MatVec MatVecShape
+	Tile   Tile
+
+	mu    sync.Mutex
+	pipes map[pipeKey]*vk.Pipeline
+}
+
+type pipeKey struct {
+	name string
+	wave int
+	spec [8]uint32
+}
+
+// New prepares kernels for d. The shapes start at defaults that fit every
+// device's shared memory (32 KiB or more).
+func New(d *vk.Device) (*Kernels, error) {
+	dummy, err := d.NewBuffer(16, false)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: %w", err)
+	}
+	return &Kernels{
+		dev:    d,
+		info:   d.Info(),
+		dummy:  dummy,
+		MatVec: MatVecShape{Lanes: 64, Rows: 2},
+		Tile:   Tile{BM: 16, BN: 32, TM: 2, TN: 4},
+		pipes:  map[pipeKey]*vk.Pipeline{},
+	}, nil
+}
+
+// Close frees what New allocated. Pipelines belong to the device.
+func (k *Kernels) Close() {
+	k.dummy.Free()
+}
+
+// pipeline returns the memoised pipeline of shader name with the given
+// specialization constants (constant_id 0 is always the workgroup size).
+func (k *Kernels) pipeline(name string, bindings, pushSize, wave int, spec ...uint32) (*vk.Pipeline, error) {
+	key := pipeKey{name: name, wave: wave}
+	copy(key.spec[:], spec)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p, ok := k.pipes[key]; ok {
+		return p, nil
+	}
+	code := shaders.SPIRV(name)
+	if code == nil {
+		return nil, fmt.Errorf("kernels: no SPIR-V for shader %q", name)
+	}
+	p, err := k.dev.Pipeline(vk.PipelineSpec{
+		Name: name, SPIRV: code, Bindings: bindings, PushSize: pushSize,
+		Spec: spec, SubgroupSize: wave,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernels: pipeline %s %v: %w", name, spec, err)
+	}
+	k.pipes[key] = p
+	return p, nil
+}
+
+// subgroups is the most subgroups a workgroup of n invocations can hold:
+// the size of the shared-memory stage of reduce.glsl.
+func (k *Kernels) subgroups(n int) uint32 {
+	narrowest := k.info.MinSubgroupSize
+	if narrowest <= 0 {
+		narrowest = k.info.SubgroupSize
+	}
+	return uint32(ceil(n, max(narrowest, 1)))
+}
+
+// grid folds a count of workgroups into x*y under the device's per-dimension
+// limit; shaders recover the linear index and skip the excess.
+func (k *Kernels) grid(groups int) (x, y uint32) {
+	limit := int(k.info.MaxWorkgroupCount[0])
+	if limit <= 0 {
+		limit = 65535 // the Vulkan minimum
+	}
+	if groups <= limit {
+		return uint32(groups), 1
+	}
+	return uint32(limit), uint32(ceil(groups, limit))
+}
+
+// push encodes push constants: uint32 as is, float32 by its bits.
+func push(vals ...any) []byte {
+	b := make([]byte, 0, 4*len(vals))
+	for _, v := range vals {
+		switch v := v.(type) {
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case float32:
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		default:
+			panic(fmt.Sprintf("kernels: push constant of type %T", v))
+		}
+	}
+	return b
+}
+
+// span is the number of bytes a binding exposes to a shader.
+func span(b vk.Binding) int64 {
+	if b.Size != 0 {
+		return b.Size
+	}
+	return b.Buf.Size() - b.Off
+}
+
+// need checks that binding b (called what) exposes at least n bytes and
+// starts on a 4-byte boundary; shaders index every buffer in 32-bit words.
+func need(what string, b vk.Binding, n int64) error {
+	if b.Buf == nil {
+		return fmt.Errorf("kernels: %s: no buffer", what)
+	}
+	if b.Off%4 != 0 || b.Off < 0 || b.Size < 0 {
+		return fmt.Errorf("kernels: %s: binding offset %d / size %d (offsets are whole 32-bit words)", what, b.Off, b.Size)
+	}
+	if s := span(b); s < n || b.Off+s > b.Buf.Size() {
+		return fmt.Errorf("kernels: %s: binding of %d bytes at %d in a %d-byte buffer, needs %d", what, s, b.Off, b.Buf.Size(), n)
+	}
+	return nil
+}
+
+// positive checks that every dimension is at least 1 and that their product
+// fits the 32-bit indices of the shaders.
+func positive(op string, dims ...int) error {
+	prod := int64(1)
+	for _, d := range dims {
+		if d < 1 {
+			return fmt.Errorf("kernels: %s: dimensions %v must be positive", op, dims)
+		}
+		prod *= int64(d)
+		if prod > math.MaxUint32 {
+			return fmt.Errorf("kernels: %s: dimensions %v overflow 32-bit indexing", op, dims)
+		}
+	}
+	return nil
+}
+
+func ceil(a, b int) int { return (a + b - 1) / b }
+
+func round4(n int64) int64 { return (n + 3) &^ 3 }
+
+// f32 is the byte size of n float32 values.
+func f32(n int) int64 { return 4 * int64(n) }

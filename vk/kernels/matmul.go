@@ -1,0 +1,137 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// WeightTypes are the tensor types dequant.glsl decodes.
+var WeightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+
+func isFloat(t quant.Type) bool { return t == quant.F32 || t == quant.F16 || t == quant.BF16 }
+
+// weightRow validates a rows x K matrix of type t and returns its row size in
+// bytes. Quantized rows are whole blocks; float rows hold a multiple of 4
+// values because the shaders read activations as vec4.
+func weightRow(op string, t quant.Type, rows, K int) (int, error) {
+	ok := false
+	for _, w := range WeightTypes {
+		ok = ok || w == t
+	}
+	if !ok {
+		return 0, fmt.Errorf("kernels: %s: weights of type %s: %w", op, t, quant.ErrUnsupported)
+	}
+	if rows < 1 || K < 1 {
+		return 0, fmt.Errorf("kernels: %s: %dx%d weight matrix", op, rows, K)
+	}
+	if isFloat(t) && K%4 != 0 {
+		return 0, fmt.Errorf("kernels: %s: %s rows of %d values: need a multiple of 4", op, t, K)
+	}
+	rb, err := t.RowBytes(K)
+	if err != nil {
+		return 0, fmt.Errorf("kernels: %s: %w", op, err)
+	}
+	if err := positive(op, rows, rb); err != nil { // weight byte offsets
+		return 0, err
+	}
+	return rb, nil
+}
+
+// checkMatrix validates the operands of dst[n][rows] = x[n][K] . W^T and
+// returns W's row size.
+func checkMatrix(op string, dst, w, x vk.Binding, t quant.Type, n, rows, K int) (int, error) {
+	rb, err := weightRow(op, t, rows, K)
+	if err != nil {
+		return 0, err
+	}
+	if err := positive(op, n, rows); err != nil { // dst indices
+		return 0, err
+	}
+	if err := positive(op, n, K); err != nil { // x indices
+		return 0, err
+	}
+	if err := need(op+" dst", dst, f32(n*rows)); err != nil {
+		return 0, err
+	}
+	if err := need(op+" weights", w, round4(int64(rows)*int64(rb))); err != nil {
+		return 0, err
+	}
+	return rb, need(op+" x", x, f32(n*K))
+}
+
+// MatMul records dst[n][rows] = x[n][K] . W^T for a rows x K weight matrix W
+// of type t: the matrix-vector kernel with shape k.MatVec for n <=
+// MaxMatVecCols (decode), the tiled kernel with k.Tile above (prefill).
+func (k *Kernels) MatMul(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error {
+	if n <= MaxMatVecCols {
+		return k.MatVecWith(s, dst, w, x, t, n, rows, K, k.MatVec)
+	}
+	return k.MatMulTiled(s, dst, w, x, t, n, rows, K, k.Tile)
+}
+
+// MatVecWith records the matrix-vector kernel with an explicit shape for
+// 1 <= n <= MaxMatVecCols activation columns.
+func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
+	rb, err := checkMatrix("matvec", dst, w, x, t, n, rows, K)
+	if err != nil {
+		return err
+	}
+	if n > MaxMatVecCols {
+		return fmt.Errorf("kernels: matvec: %d columns, at most %d", n, MaxMatVecCols)
+	}
+	if sh.Lanes < 1 || sh.Rows < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
+		return fmt.Errorf("kernels: matvec: shape %+v", sh)
+	}
+	p, err := k.pipeline("matvec", 3, 16, sh.Wave,
+		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes))
+	if err != nil {
+		return err
+	}
+	groups := ceil(rows, sh.Rows)
+	gx, gy := k.grid(groups)
+	s.Dispatch(p, []vk.Binding{dst, w, x}, push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
+	return nil
+}
+
+// MatMulTiled records the tiled matrix-matrix kernel with an explicit tile
+// for any n.
+func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, tile Tile) error {
+	rb, err := checkMatrix("matmul", dst, w, x, t, n, rows, K)
+	if err != nil {
+		return err
+	}
+	if err := k.checkTile(tile, t); err != nil {
+		return err
+	}
+	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
+	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
+		return fmt.Errorf("kernels: matmul: %dx%d tiles exceed the device's workgroup grid", gx, gy)
+	}
+	a16 := uint32(0)
+	if tile.F16 {
+		a16 = 1
+	}
+	p, err := k.pipeline("matmul", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
+		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), a16)
+	if err != nil {
+		return err
+	}
+	s.Dispatch(p, []vk.Binding{dst, w, x}, push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
+	return nil
+}
+
+// checkTile reports whether tile can run on this device for weights of type t.
+func (k *Kernels) checkTile(tile Tile, t quant.Type) error {
+	if tile.BM < 1 || tile.BN < 1 || tile.TM < 1 || tile.TN < 1 || tile.BM%tile.TM != 0 || tile.BN%tile.TN != 0 {
+		return fmt.Errorf("kernels: matmul: tile %v: micro-tiles must divide the tile", tile)
+	}
+	if n := tile.Invocations(); n > k.info.MaxWorkgroupInvocations {
+		return fmt.Errorf("kernels: matmul: tile %v needs %d invocations, device allows %d", tile, n, k.info.MaxWorkgroupInvocations)
+	}
+	if b := tile.SharedBytes(t); b > k.info.SharedMemory {
+		return fmt.Errorf("kernels: matmul: tile %v needs %d bytes of shared memory for %s, device has %d", tile, b, t, k.info.SharedMemory)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// kFor returns K values for weights of type t that are whole blocks and
+// awkward: odd block counts (so Q6_K/Q8_0/Q4_0 rows and blocks sit on 2-byte
+// boundaries), one block, and the 14336 of Llama-3-8B's FFN; float rows that
+// end inside a 16-value piece.
+func kFor(t quant.Type) []int {
+	switch {
+	case isFloat(t):
+		return []int{4, 100, 4100, 14336, 516}
+	case t.BlockSize() == 32:
+		return []int{32, 96, 4128, 14336, 544}
+	}
+	return []int{256, 768, 4096, 14336, 512}
+}
+
+// matRef returns x[n][K] . W^T and, per result, sum |w*x| (the magnitude
+// f32 rounding errors scale with), in float64.
+func matRef(deq, x []float32, n, rows, K int) (want, scale []float64) {
+	want, scale = make([]float64, n*rows), make([]float64, n*rows)
+	for c := 0; c < n; c++ {
+		xc := x[c*K : (c+1)*K]
+		for r := 0; r < rows; r++ {
+			var s, a float64
+			for k, w := range deq[r*K : (r+1)*K] {
+				p := float64(w) * float64(xc[k])
+				s += p
+				a += math.Abs(p)
+			}
+			want[c*rows+r], scale[c*rows+r] = s, a
+		}
+	}
+	return want, scale
+}
+
+// dotTol is the error allowed in an f32 dot product of K terms, relative to
+// sum |w*x|: the partial sums of random-signed terms grow like sqrt(K), and
+// 8 sqrt(K) unit roundoffs leave room for the summation order of the lanes.
+func dotTol(K int) float64 { return 8 * math.Sqrt(float64(K)) * eps32 }
+
+type matCase struct {
+	rows, K, n int
+}
+
+// testMatrix uploads random weights of type qt and activations, records rec
+// and compares dst with the float64 product. The weights sit 256 bytes into
+// their buffer and dst 64 bytes into its, so binding offsets are exercised.
+func testMatrix(t *testing.T, k *Kernels, qt quant.Type, c matCase, tol float64,
+	rec func(s *vk.Sequence, dst, w, x vk.Binding) error) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
+	raw, deq := quantized(t, r, qt, c.rows, c.K)
+	x := normals(r, c.n*c.K, 1)
+	const wOff, dOff = 256, 64
+	wb := buffer(t, wOff+int64(len(raw)), nil)
+	if err := wb.Write(wOff, pad4(raw)); err != nil {
+		t.Fatal(err)
+	}
+	xb := floatBuffer(t, x)
+	db := buffer(t, dOff+f32(c.n*c.rows), nil)
+	run(t, func(s *vk.Sequence) error {
+		return rec(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)},
+			vk.Binding{Buf: wb, Off: wOff}, whole(xb))
+	})
+	want, scale := matRef(deq, x, c.n, c.rows, c.K)
+	compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, tol)
+}
+
+func TestMatVec(t *testing.T) {
+	k := setup(t)
+	rows := []int{1, 7, 255, 257, 1025}
+	// Lanes 8 is one lavapipe subgroup (pure subgroupAdd); wider lane
+	// groups reduce through shared memory; Wave 8 asks for the size.
+	shapes := []MatVecShape{{64, 2, 0}, {8, 1, 0}, {32, 3, 0}, {64, 4, 0}, {16, 2, 8}}
+	i := 0
+	for _, qt := range WeightTypes {
+		for j, K := range kFor(qt) {
+			c := matCase{rows: rows[(j+3)%len(rows)], K: K, n: i%MaxMatVecCols + 1}
+			sh := shapes[i%len(shapes)]
+			i++
+			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%dl%dr", qt, c.rows, c.K, c.n, sh.Lanes, sh.Rows), func(t *testing.T) {
+				testMatrix(t, k, qt, c, dotTol(c.K), func(s *vk.Sequence, dst, w, x vk.Binding) error {
+					return k.MatVecWith(s, dst, w, x, qt, c.n, c.rows, c.K, sh)
+				})
+			})
+		}
+	}
+	// More workgroups than one grid dimension holds: the grid folds into 2D.
+	t.Run("grid", func(t *testing.T) {
+		c := matCase{rows: int(k.info.MaxWorkgroupCount[0]) + 3, K: 32, n: 2}
+		testMatrix(t, k, quant.Q8_0, c, dotTol(c.K), func(s *vk.Sequence, dst, w, x vk.Binding) error {
+			return k.MatVecWith(s, dst, w, x, quant.Q8_0, c.n, c.rows, c.K, MatVecShape{Lanes: 8, Rows: 1})
+		})
+	})
+}
+
+func TestMatMul(t *testing.T) {
+	k := setup(t)
+	tiles := []Tile{
+		{BM: 16, BN: 16, TM: 2, TN: 2},
+		{BM: 8, BN: 32, TM: 1, TN: 4},
+		{BM: 32, BN: 8, TM: 4, TN: 1},
+		{BM: 13, BN: 13, TM: 1, TN: 1},
+		{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
+		k.Tile,
+	}
+	cases := []matCase{
+		{rows: 257, K: 1, n: 100}, // K is the index into kFor
+		{rows: 7, K: 3, n: 17},
+		{rows: 1025, K: 0, n: 9},
+		{rows: 255, K: 4, n: 100},
+		{rows: 1, K: 2, n: 9},
+	}
+	i := 0
+	for _, qt := range WeightTypes {
+		for _, c := range cases {
+			c.K = kFor(qt)[c.K]
+			tile := tiles[i%len(tiles)]
+			i++
+			// Keep the dequantized tile in f32 where it fits; 32-row
+			// K-quant tiles only fit 32 KiB as f16.
+			if !tile.F16 && tile.SharedBytes(qt) > k.info.SharedMemory {
+				tile.F16 = true
+			}
+			tol := dotTol(c.K)
+			if tile.F16 {
+				// Each weight rounds to f16: a relative error of at most
+				// 2^-11 (2^-10 allowed for drivers that truncate), so the
+				// sum errs by at most that times sum |w*x|.
+				tol += 1.0 / 1024
+			}
+			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, tile), func(t *testing.T) {
+				testMatrix(t, k, qt, c, tol, func(s *vk.Sequence, dst, w, x vk.Binding) error {
+					return k.MatMulTiled(s, dst, w, x, qt, c.n, c.rows, c.K, tile)
+				})
+			})
+		}
+	}
+	// MatMul picks the kernel by column count.
+	for _, n := range []int{MaxMatVecCols, MaxMatVecCols + 1} {
+		t.Run(fmt.Sprintf("auto/n%d", n), func(t *testing.T) {
+			c := matCase{rows: 33, K: 512, n: n}
+			testMatrix(t, k, quant.Q4_K, c, dotTol(c.K), func(s *vk.Sequence, dst, w, x vk.Binding) error {
+				return k.MatMul(s, dst, w, x, quant.Q4_K, c.n, c.rows, c.K)
+			})
+		})
+	}
+}
+
+func TestMatMulRejects(t *testing.T) {
+	k := setup(t)
+	b := buffer(t, 1<<16, nil)
+	bind := whole(b)
+	s := dev.NewSequence()
+	defer s.Free()
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"partial block", k.MatMul(s, bind, bind, bind, quant.Q4_K, 1, 1, 100)},
+		{"unsupported type", k.MatMul(s, bind, bind, bind, quant.Q2_K, 1, 1, 256)},
+		{"float row not vec4", k.MatMul(s, bind, bind, bind, quant.F32, 1, 1, 7)},
+		{"short weights", k.MatMul(s, bind, bind, bind, quant.F32, 1, 20000, 4)},
+		{"too many columns", k.MatVecWith(s, bind, bind, bind, quant.F32, 9, 1, 4, k.MatVec)},
+		{"micro-tile", k.MatMulTiled(s, bind, bind, bind, quant.F32, 9, 1, 4, Tile{BM: 16, BN: 16, TM: 3, TN: 1})},
+		{"shared memory", k.MatMulTiled(s, bind, bind, bind, quant.Q4_K, 9, 1, 256, Tile{BM: 64, BN: 64, TM: 8, TN: 8})},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: accepted", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, c.err)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// Embed records dst[i] = dequant(table[tokens[i]]) for n tokens (an int32
+// buffer) from a vocab x cols table of type t. An id outside the table gives
+// a zero row.
+func (k *Kernels) Embed(s *vk.Sequence, dst, table, tokens vk.Binding, t quant.Type, n, vocab, cols int) error {
+	rb, err := weightRow("embed", t, vocab, cols)
+	if err != nil {
+		return err
+	}
+	if err := positive("embed", n, cols); err != nil {
+		return err
+	}
+	if err := need("embed dst", dst, f32(n*cols)); err != nil {
+		return err
+	}
+	if err := need("embed table", table, round4(int64(vocab)*int64(rb))); err != nil {
+		return err
+	}
+	if err := need("embed tokens", tokens, 4*int64(n)); err != nil {
+		return err
+	}
+	if n > int(k.info.MaxWorkgroupCount[1]) {
+		return fmt.Errorf("kernels: embed: %d tokens in one dispatch, at most %d", n, k.info.MaxWorkgroupCount[1])
+	}
+	p, err := k.pipeline("embed", 3, 12, 0, Lanes, uint32(t))
+	if err != nil {
+		return err
+	}
+	pieces := ceil(cols, 16) // dequant.glsl decodes 16 values at a time
+	s.Dispatch(p, []vk.Binding{dst, table, tokens}, push(uint32(cols), uint32(rb), uint32(vocab)),
+		uint32(ceil(pieces, Lanes)), uint32(n), 1)
+	return nil
+}
+
+// RMSNorm records dst[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for rows x
+// cols values; dst may be x.
+func (k *Kernels) RMSNorm(s *vk.Sequence, dst, x, w vk.Binding, rows, cols int, eps float32) error {
+	if err := positive("rms_norm", rows, cols); err != nil {
+		return err
+	}
+	if err := need("rms_norm dst", dst, f32(rows*cols)); err != nil {
+		return err
+	}
+	if err := need("rms_norm x", x, f32(rows*cols)); err != nil {
+		return err
+	}
+	if err := need("rms_norm weight", w, f32(cols)); err != nil {
+		return err
+	}
+	p, err := k.pipeline("rms_norm", 3, 12, 0, Lanes, k.subgroups(Lanes))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(rows)
+	s.Dispatch(p, []vk.Binding{dst, x, w}, push(uint32(rows), uint32(cols), eps), gx, gy, 1)
+	return nil
+}
+
+// RoPE describes a rotary position embedding.
+type RoPE struct {
+	HeadDim int     // values per head
+	Dims    int     // leading values of each head that rotate (even, <= HeadDim)
+	Base    float32 // frequency base (rope_freq_base, theta)
+	Scale   float32 // frequency scale (1 / linear context scaling factor)
+	NeoX    bool    // rotate (i, i+Dims/2) pairs instead of (2i, 2i+1)
+	// Factors, when not nil, holds Dims/2 f32 divisors of the frequencies
+	// (the rope_freqs tensor of Llama 3.1 and others).
+	Factors *vk.Binding
+}
+
+// Rope records the rotation of x [n][heads][HeadDim] into dst (which may be
+// x); row i is at position pos + i with pos read from step.
+func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r RoPE) error {
+	if err := positive("rope", n, heads, r.HeadDim); err != nil {
+		return err
+	}
+	if r.HeadDim%2 != 0 || r.Dims%2 != 0 || r.Dims < 2 || r.Dims > r.HeadDim {
+		return fmt.Errorf("kernels: rope: %d rotated of %d values per head (both even, 2 <= rotated <= head)", r.Dims, r.HeadDim)
+	}
+	if !(r.Base > 0) || !(r.Scale > 0) {
+		return fmt.Errorf("kernels: rope: base %g, scale %g", r.Base, r.Scale)
+	}
+	size := f32(n * heads * r.HeadDim)
+	if err := need("rope dst", dst, size); err != nil {
+		return err
+	}
+	if err := need("rope x", x, size); err != nil {
+		return err
+	}
+	if err := need("rope step", step, 4); err != nil {
+		return err
+	}
+	ff := vk.Binding{Buf: k.dummy}
+	var hasFF uint32
+	if r.Factors != nil {
+		if err := need("rope factors", *r.Factors, f32(r.Dims/2)); err != nil {
+			return err
+		}
+		ff, hasFF = *r.Factors, 1
+	}
+	var neox uint32
+	if r.NeoX {
+		neox = 1
+	}
+	p, err := k.pipeline("rope", 4, 24, 0, Lanes, neox, hasFF)
+	if err != nil {
+		return err
+	}
+	pairs := n * heads * r.HeadDim / 2
+	gx, gy := k.grid(ceil(pairs, Lanes))
+	s.Dispatch(p, []vk.Binding{dst, x, step, ff},
+		push(uint32(pairs), uint32(r.HeadDim), uint32(r.Dims), uint32(heads),
+			float32(math.Log2(float64(r.Base))), r.Scale),
+		gx, gy, 1)
+	return nil
+}
+
+// Element-wise operations of eltwise.comp (its OP specialization constant).
+const (
+	opAdd    = 0
+	opSwiGLU = 1
+	opCopy   = 2
+)
+
+// eltwise records dst = op(a, b) over rows x cols with row strides in
+// floats (a b stride of 0 broadcasts b's first row).
+func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.Binding, rows, cols, ds, as, bs int) error {
+	if err := positive(name, rows, cols); err != nil {
+		return err
+	}
+	if ds < cols || as < cols || (bs != 0 && bs < cols) {
+		return fmt.Errorf("kernels: %s: row strides %d, %d, %d for rows of %d", name, ds, as, bs, cols)
+	}
+	extent := func(stride int) int64 { return f32((rows-1)*stride + cols) }
+	if err := need(name+" dst", dst, extent(ds)); err != nil {
+		return err
+	}
+	if err := need(name+" a", a, extent(as)); err != nil {
+		return err
+	}
+	if op != opCopy {
+		if err := need(name+" b", b, extent(bs)); err != nil {
+			return err
+		}
+	}
+	if err := positive(name, (rows-1)*max(ds, as, bs)+cols); err != nil {
+		return err
+	}
+	p, err := k.pipeline("eltwise", 3, 20, 0, Lanes, op)
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(ceil(rows*cols, Lanes))
+	s.Dispatch(p, []vk.Binding{dst, a, b},
+		push(uint32(rows), uint32(cols), uint32(ds), uint32(as), uint32(bs)), gx, gy, 1)
+	return nil
+}
+
+// Add records dst = a + b over count values; dst may be a or b.
+func (k *Kernels) Add(s *vk.Sequence, dst, a, b vk.Binding, count int) error {
+	return k.eltwise(s, "add", opAdd, dst, a, b, 1, count, count, count, count)
+}
+
+// SwiGLU records dst = silu(gate) * up over count values.
+func (k *Kernels) SwiGLU(s *vk.Sequence, dst, gate, up vk.Binding, count int) error {
+	return k.eltwise(s, "swiglu", opSwiGLU, dst, gate, up, 1, count, count, count, count)
+}
+
+// AddBias records dst[r] = x[r] + bias for rows x cols values; dst may be x.
+func (k *Kernels) AddBias(s *vk.Sequence, dst, x, bias vk.Binding, rows, cols int) error {
+	return k.eltwise(s, "add_bias", opAdd, dst, x, bias, rows, cols, cols, cols, 0)
+}
+
+// CopyRows records dst[r][0:cols] = src[r][0:cols] for rows rows whose
+// starts are dstStride and srcStride floats apart (e.g. splitting a fused
+// QKV projection, or keeping the last row of a batch).
+func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstStride, srcStride int) error {
+	return k.eltwise(s, "copy_rows", opCopy, dst, src, src, rows, cols, dstStride, srcStride, cols)
+}
+
+// StoreKV records the conversion of n f32 rows of kvDim values (src) to f16
+// and their store into cache [ctx][kvDim] at rows pos..pos+n-1, pos read
+// from step. Rows at or past ctx are dropped.
+func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim, ctx int) error {
+	if err := positive("kv_store", n, kvDim); err != nil {
+		return err
+	}
+	if err := positive("kv_store", ctx, kvDim); err != nil {
+		return err
+	}
+	if kvDim%2 != 0 {
+		return fmt.Errorf("kernels: kv_store: odd row of %d values", kvDim)
+	}
+	if err := need("kv_store cache", cache, 2*int64(ctx)*int64(kvDim)); err != nil {
+		return err
+	}
+	if err := need("kv_store src", src, f32(n*kvDim)); err != nil {
+		return err
+	}
+	if err := need("kv_store step", step, 4); err != nil {
+		return err
+	}
+	p, err := k.pipeline("kv_store", 3, 12, 0, Lanes)
+	if err != nil {
+		return err
+	}
+	pairs := kvDim / 2
+	gx, gy := k.grid(ceil(n*pairs, Lanes))
+	s.Dispatch(p, []vk.Binding{cache, src, step}, push(uint32(n), uint32(pairs), uint32(ctx)), gx, gy, 1)
+	return nil
+}
+
+// Attn describes a causal attention over the f16 KV cache.
+type Attn struct {
+	Heads, KVHeads int // query heads; KV heads (Heads % KVHeads == 0)
+	HeadDim        int // even, <= MaxHeadDim
+	Ctx            int // rows of the K and V caches
+	Scale          float32
+}
+
+// MaxHeadDim is the largest head dimension Attention takes.
+const MaxHeadDim = 256
+
+// Attention records plain causal attention: for query row i of q [n][Heads *
+// HeadDim] at position pos + i (pos from step), dst row i = softmax(Scale *
+// q K^T) V over cache rows 0..pos+i of kc and vc ([Ctx][KVHeads*HeadDim]
+// f16), each query head reading KV head h / (Heads/KVHeads).
+func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n int, a Attn) error {
+	if err := positive("attention", n, a.Heads, a.HeadDim); err != nil {
+		return err
+	}
+	if err := positive("attention", a.Ctx, a.KVHeads, a.HeadDim); err != nil {
+		return err
+	}
+	if a.Heads%a.KVHeads != 0 || a.HeadDim%2 != 0 || a.HeadDim > MaxHeadDim {
+		return fmt.Errorf("kernels: attention: %d heads over %d KV heads of %d values", a.Heads, a.KVHeads, a.HeadDim)
+	}
+	if n > int(k.info.MaxWorkgroupCount[1]) || a.Heads > int(k.info.MaxWorkgroupCount[0]) {
+		return fmt.Errorf("kernels: attention: %d rows x %d heads exceed the workgroup grid", n, a.Heads)
+	}
+	size := f32(n * a.Heads * a.HeadDim)
+	if err := need("attention dst", dst, size); err != nil {
+		return err
+	}
+	if err := need("attention q", q, size); err != nil {
+		return err
+	}
+	cache := 2 * int64(a.Ctx) * int64(a.KVHeads*a.HeadDim)
+	if err := need("attention k cache", kc, cache); err != nil {
+		return err
+	}
+	if err := need("attention v cache", vc, cache); err != nil {
+		return err
+	}
+	if err := need("attention step", step, 4); err != nil {
+		return err
+	}
+	p, err := k.pipeline("causal_attn", 5, 20, 0, Lanes, k.subgroups(Lanes), MaxHeadDim)
+	if err != nil {
+		return err
+	}
+	s.Dispatch(p, []vk.Binding{dst, q, kc, vc, step},
+		push(uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(a.Ctx), a.Scale),
+		uint32(a.Heads), uint32(n), 1)
+	return nil
+}

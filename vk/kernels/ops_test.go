@@ -1,0 +1,387 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// shapes of the row-wise tests: every awkward size as rows and as columns.
+var rowsCols = [][2]int{{1, 1}, {7, 1025}, {255, 7}, {257, 255}, {1025, 257}, {3, 4096}}
+
+func TestEmbed(t *testing.T) {
+	k := setup(t)
+	for _, qt := range WeightTypes {
+		// A vocabulary of 257 rows; the float table's rows end inside a
+		// 16-value piece.
+		const vocab = 257
+		cols := 2 * qt.BlockSize()
+		switch {
+		case isFloat(qt):
+			cols = 20
+		case qt.BlockSize() == 32:
+			cols = 96 // three 34- or 18-byte blocks: rows on 2-byte boundaries
+		}
+		t.Run(qt.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(qt), 1))
+			raw, deq := quantized(t, r, qt, vocab, cols)
+			// Repeated ids, the last row, and two ids outside the table
+			// (which must give zero rows).
+			tokens := []int32{5, vocab - 1, 0, 5, 128, vocab, -1, 77, 200}
+			tok := make([]uint32, len(tokens))
+			for i, v := range tokens {
+				tok[i] = uint32(v)
+			}
+			n := len(tokens)
+			tb := buffer(t, int64(len(raw)), raw)
+			ib := buffer(t, 4*int64(n), u32Bytes(tok...))
+			db := buffer(t, f32(n*cols), nil)
+			run(t, func(s *vk.Sequence) error {
+				return k.Embed(s, whole(db), whole(tb), whole(ib), qt, n, vocab, cols)
+			})
+			want, scale := make([]float64, n*cols), make([]float64, n*cols)
+			for i, id := range tokens {
+				for c := 0; c < cols; c++ {
+					if id >= 0 && id < vocab {
+						want[i*cols+c] = float64(deq[int(id)*cols+c])
+					}
+					scale[i*cols+c] = 1 // values are O(1): an absolute bound
+				}
+			}
+			// The GPU and the CPU compute d*sc*q - dmin*m in f32, perhaps
+			// in another order or fused: a few roundoffs of the terms.
+			compare(t, "rows", read(t, db, 0, n*cols), want, scale, 1e-5)
+		})
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	k := setup(t)
+	for i, rc := range rowsCols {
+		rows, cols := rc[0], rc[1]
+		inPlace := i%2 == 1
+		t.Run(fmt.Sprintf("%dx%d/inplace=%v", rows, cols, inPlace), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+			x := normals(r, rows*cols, 3)
+			w := normals(r, cols, 1)
+			const eps = 1e-5
+			xb, wb := floatBuffer(t, x), floatBuffer(t, w)
+			db := xb
+			if !inPlace {
+				db = buffer(t, f32(rows*cols), nil)
+			}
+			run(t, func(s *vk.Sequence) error {
+				return k.RMSNorm(s, whole(db), whole(xb), whole(wb), rows, cols, eps)
+			})
+			want, scale := make([]float64, rows*cols), make([]float64, rows*cols)
+			for r := 0; r < rows; r++ {
+				var ss float64
+				for _, v := range x[r*cols : (r+1)*cols] {
+					ss += float64(v) * float64(v)
+				}
+				inv := 1 / math.Sqrt(ss/float64(cols)+eps)
+				for c := 0; c < cols; c++ {
+					want[r*cols+c] = float64(x[r*cols+c]) * inv * float64(w[c])
+					scale[r*cols+c] = math.Abs(want[r*cols+c])
+				}
+			}
+			// Relative to each value: the f32 sum of squares (cols terms,
+			// all positive) and inversesqrt (a few ulp on GPUs).
+			compare(t, "dst", read(t, db, 0, rows*cols), want, scale, 1e-5+4*math.Sqrt(float64(cols))*eps32)
+		})
+	}
+}
+
+func TestRope(t *testing.T) {
+	k := setup(t)
+	cases := []struct {
+		n, heads, pos int
+		r             RoPE
+		factors       bool
+		inPlace       bool
+	}{
+		{1, 1, 0, RoPE{HeadDim: 2, Dims: 2, Base: 10000, Scale: 1}, false, false},
+		{7, 5, 3, RoPE{HeadDim: 64, Dims: 64, Base: 10000, Scale: 1, NeoX: true}, false, true},
+		{3, 4, 1000, RoPE{HeadDim: 128, Dims: 32, Base: 500000, Scale: 0.25}, true, false},
+		{257, 3, 17, RoPE{HeadDim: 80, Dims: 48, Base: 1e6, Scale: 1, NeoX: true}, true, true},
+		{9, 2, 40, RoPE{HeadDim: 6, Dims: 4, Base: 10000, Scale: 1}, false, true},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("n%d/h%d/pos%d/%d-of-%d/neox=%v/ff=%v", c.n, c.heads, c.pos, c.r.Dims, c.r.HeadDim, c.r.NeoX, c.factors), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.r.HeadDim)))
+			size := c.n * c.heads * c.r.HeadDim
+			x := normals(r, size, 1)
+			ff := make([]float32, c.r.Dims/2)
+			for i := range ff {
+				ff[i] = 1
+				if c.factors {
+					ff[i] = float32(1 + 7*r.Float64())
+				}
+			}
+			xb := floatBuffer(t, x)
+			db := xb
+			if !c.inPlace {
+				db = buffer(t, f32(size), nil)
+			}
+			// The step buffer holds pos at offset 0; put it 16 bytes into a
+			// larger buffer to check the binding offset is honoured.
+			step := buffer(t, 32, u32Bytes(0xdead, 0xdead, 0xdead, 0xdead, uint32(c.pos)))
+			rp := c.r
+			if c.factors {
+				fb := whole(floatBuffer(t, ff))
+				rp.Factors = &fb
+			}
+			run(t, func(s *vk.Sequence) error {
+				return k.Rope(s, whole(db), whole(xb), vk.Binding{Buf: step, Off: 16, Size: 4}, c.n, c.heads, rp)
+			})
+			want, scale := make([]float64, size), make([]float64, size)
+			half := c.r.Dims / 2
+			maxTheta := 0.0
+			for i := 0; i < c.n; i++ {
+				for h := 0; h < c.heads; h++ {
+					base := (i*c.heads + h) * c.r.HeadDim
+					for d := 0; d < c.r.HeadDim; d++ {
+						want[base+d] = float64(x[base+d])
+					}
+					for p := 0; p < half; p++ {
+						a, b := 2*p, 2*p+1
+						if c.r.NeoX {
+							a, b = p, p+half
+						}
+						theta := float64(c.pos+i) * float64(c.r.Scale) *
+							math.Pow(float64(c.r.Base), -2*float64(p)/float64(c.r.Dims)) / float64(ff[p])
+						maxTheta = max(maxTheta, theta)
+						sin, cos := math.Sincos(theta)
+						x0, x1 := float64(x[base+a]), float64(x[base+b])
+						want[base+a] = x0*cos - x1*sin
+						want[base+b] = x0*sin + x1*cos
+					}
+					for d := 0; d < c.r.HeadDim; d++ {
+						scale[base+d] = math.Abs(float64(x[base+d]))
+					}
+					for p := 0; p < half; p++ {
+						// A rotated value errs with the angle times the
+						// size of the pair it mixes.
+						a, b := 2*p, 2*p+1
+						if c.r.NeoX {
+							a, b = p, p+half
+						}
+						m := math.Abs(float64(x[base+a])) + math.Abs(float64(x[base+b]))
+						scale[base+a], scale[base+b] = m, m
+					}
+				}
+			}
+			// The angle is computed in f32 (position times an exp2
+			// frequency good to a few ulp) so it errs by about
+			// theta * 1e-6; sin/cos add their own absolute error.
+			tol := 1e-5 + 2e-6*maxTheta
+			compare(t, "dst", read(t, db, 0, size), want, scale, tol)
+		})
+	}
+}
+
+func TestEltwise(t *testing.T) {
+	k := setup(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	silu := func(g float64) float64 { return g / (1 + math.Exp(-g)) }
+	rel := func(want []float64) []float64 {
+		s := make([]float64, len(want))
+		for i, w := range want {
+			s[i] = math.Max(math.Abs(w), 1e-30)
+		}
+		return s
+	}
+	for _, rc := range rowsCols {
+		rows, cols := rc[0], rc[1]
+		n := rows * cols
+		a, b := normals(r, n, 2), normals(r, n, 2)
+		if n > 2 {
+			a[0], a[1] = -100, 100 // silu's far tails: exp overflow and saturation
+		}
+		bias := normals(r, cols, 1)
+		t.Run(fmt.Sprintf("add/%d", n), func(t *testing.T) {
+			ab, bb := floatBuffer(t, a), floatBuffer(t, b)
+			run(t, func(s *vk.Sequence) error { return k.Add(s, whole(ab), whole(ab), whole(bb), n) }) // in place
+			want := make([]float64, n)
+			for i := range want {
+				want[i] = float64(a[i] + b[i]) // one f32 rounding, as on the GPU
+			}
+			compare(t, "a+b", read(t, ab, 0, n), want, rel(want), 0)
+		})
+		t.Run(fmt.Sprintf("swiglu/%d", n), func(t *testing.T) {
+			ab, bb, db := floatBuffer(t, a), floatBuffer(t, b), buffer(t, f32(n), nil)
+			run(t, func(s *vk.Sequence) error { return k.SwiGLU(s, whole(db), whole(ab), whole(bb), n) })
+			want := make([]float64, n)
+			for i := range want {
+				want[i] = silu(float64(a[i])) * float64(b[i])
+			}
+			// exp and the division: a few ulp each on GPUs.
+			compare(t, "silu(a)*b", read(t, db, 0, n), want, rel(want), 1e-5)
+		})
+		t.Run(fmt.Sprintf("bias/%dx%d", rows, cols), func(t *testing.T) {
+			ab, bb, db := floatBuffer(t, a), floatBuffer(t, bias), buffer(t, f32(n), nil)
+			run(t, func(s *vk.Sequence) error { return k.AddBias(s, whole(db), whole(ab), whole(bb), rows, cols) })
+			want := make([]float64, n)
+			for i := range want {
+				want[i] = float64(a[i] + bias[i%cols])
+			}
+			compare(t, "x+bias", read(t, db, 0, n), want, rel(want), 0)
+		})
+	}
+	t.Run("copy_rows", func(t *testing.T) {
+		// Cut columns 3..3+cols of rows of 1025 into rows 300 apart,
+		// leaving the gaps untouched.
+		const rows, cols, srcStride, dstStride, from = 7, 257, 1025, 300, 3
+		src := normals(r, rows*srcStride, 1)
+		dst := normals(r, rows*dstStride, 1)
+		sb, db := floatBuffer(t, src), floatBuffer(t, dst)
+		run(t, func(s *vk.Sequence) error {
+			return k.CopyRows(s, whole(db), vk.Binding{Buf: sb, Off: 4 * from}, rows, cols, dstStride, srcStride)
+		})
+		want := make([]float64, len(dst))
+		for i, v := range dst {
+			want[i] = float64(v)
+			if row, c := i/dstStride, i%dstStride; c < cols {
+				want[i] = float64(src[row*srcStride+from+c])
+			}
+		}
+		compare(t, "copy", read(t, db, 0, len(dst)), want, rel(want), 0)
+	})
+}
+
+func TestStoreKV(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct{ n, kvDim, ctx, pos int }{
+		{1, 2, 1, 0},
+		{7, 1026, 20, 5},
+		{7, 6, 20, 15}, // rows 20 and 21 fall off the end and are dropped
+		{257, 256, 300, 40},
+	} {
+		t.Run(fmt.Sprintf("n%d/dim%d/ctx%d/pos%d", c.n, c.kvDim, c.ctx, c.pos), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.kvDim)))
+			src := normals(r, c.n*c.kvDim, 10)
+			const sentinel = 0xA5
+			init := make([]byte, 2*c.ctx*c.kvDim)
+			for i := range init {
+				init[i] = sentinel
+			}
+			cb := buffer(t, int64(len(init)), init)
+			sb := floatBuffer(t, src)
+			step := buffer(t, 4, u32Bytes(uint32(c.pos)))
+			run(t, func(s *vk.Sequence) error {
+				return k.StoreKV(s, whole(cb), whole(sb), whole(step), c.n, c.kvDim, c.ctx)
+			})
+			got := make([]byte, len(init))
+			if err := cb.Read(0, got); err != nil {
+				t.Fatal(err)
+			}
+			bits, _ := f16s(src)
+			bad := 0
+			for row := 0; row < c.ctx; row++ {
+				for j := 0; j < c.kvDim; j++ {
+					o := 2 * (row*c.kvDim + j)
+					h := int(got[o]) | int(got[o+1])<<8
+					want, slack := sentinel<<8|sentinel, 0
+					if i := row - c.pos; i >= 0 && i < c.n {
+						w := 2 * (i*c.kvDim + j)
+						want = int(bits[w]) | int(bits[w+1])<<8
+						// The CPU rounds to nearest even; allow one f16 ulp
+						// (same sign, adjacent encoding) for drivers whose
+						// conversion rounds otherwise.
+						if h>>15 == want>>15 {
+							slack = 1
+						}
+					}
+					if h < want-slack || h > want+slack {
+						if bad++; bad <= 5 {
+							t.Errorf("cache[%d][%d] = %#04x, want %#04x", row, j, h, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// f16s converts to f16 and back, as the KV cache stores values.
+func f16s(v []float32) ([]byte, []float32) {
+	raw, err := quant.Quantize(quant.F16, v)
+	if err != nil {
+		panic(err)
+	}
+	back := make([]float32, len(v))
+	if err := quant.Dequantize(quant.F16, raw, back); err != nil {
+		panic(err)
+	}
+	return raw, back
+}
+
+func TestAttention(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct {
+		n, pos int
+		a      Attn
+	}{
+		{1, 0, Attn{Heads: 1, KVHeads: 1, HeadDim: 2, Ctx: 1}},
+		{1, 100, Attn{Heads: 4, KVHeads: 2, HeadDim: 64, Ctx: 128}},
+		{5, 60, Attn{Heads: 8, KVHeads: 1, HeadDim: 256, Ctx: 65}},
+		{70, 0, Attn{Heads: 3, KVHeads: 3, HeadDim: 6, Ctx: 70}}, // keys span two chunks
+		{9, 200, Attn{Heads: 6, KVHeads: 2, HeadDim: 130, Ctx: 300}},
+	} {
+		c.a.Scale = float32(1 / math.Sqrt(float64(c.a.HeadDim)))
+		t.Run(fmt.Sprintf("n%d/pos%d/h%d/kv%d/d%d", c.n, c.pos, c.a.Heads, c.a.KVHeads, c.a.HeadDim), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.a.HeadDim)))
+			D, kvDim := c.a.HeadDim, c.a.KVHeads*c.a.HeadDim
+			qDim := c.a.Heads * D
+			q := normals(r, c.n*qDim, 1)
+			// Keys with a spread of 2 make the softmax peaky enough that the
+			// max subtraction matters.
+			kraw, kv := f16s(normals(r, c.a.Ctx*kvDim, 2))
+			vraw, vv := f16s(normals(r, c.a.Ctx*kvDim, 1))
+			qb, db := floatBuffer(t, q), buffer(t, f32(c.n*qDim), nil)
+			kb, vb := buffer(t, int64(len(kraw)), kraw), buffer(t, int64(len(vraw)), vraw)
+			step := buffer(t, 4, u32Bytes(uint32(c.pos)))
+			run(t, func(s *vk.Sequence) error {
+				return k.Attention(s, whole(db), whole(qb), whole(kb), whole(vb), whole(step), c.n, c.a)
+			})
+			want, scale := make([]float64, c.n*qDim), make([]float64, c.n*qDim)
+			group := c.a.Heads / c.a.KVHeads
+			for i := 0; i < c.n; i++ {
+				L := min(c.pos+i+1, c.a.Ctx)
+				for h := 0; h < c.a.Heads; h++ {
+					qo, ko := (i*c.a.Heads+h)*D, (h/group)*D
+					s := make([]float64, L)
+					m := math.Inf(-1)
+					for tk := range s {
+						for d := 0; d < D; d++ {
+							s[tk] += float64(q[qo+d]) * float64(kv[tk*kvDim+ko+d])
+						}
+						s[tk] *= float64(c.a.Scale)
+						m = max(m, s[tk])
+					}
+					var l float64
+					for tk := range s {
+						s[tk] = math.Exp(s[tk] - m)
+						l += s[tk]
+					}
+					for d := 0; d < D; d++ {
+						var o, mag float64
+						for tk := range s {
+							v := float64(vv[tk*kvDim+ko+d])
+							o += s[tk] * v
+							mag += s[tk] * math.Abs(v)
+						}
+						want[qo+d], scale[qo+d] = o/l, mag/l
+					}
+				}
+			}
+			// Relative to sum p|v|: scores err by ~1e-6 (f32 dot products of
+			// O(1) terms), exp by a few ulp, the weighted sums by sqrt(L) ulp.
+			compare(t, "out", read(t, db, 0, c.n*qDim), want, scale, 2e-5)
+		})
+	}
+}

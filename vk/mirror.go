@@ -1,0 +1,298 @@
+package vk
+
+import "unsafe"
+
+// Go mirrors of the Vulkan structs that github.com/vulkan-go/vulkan (1.1.88
+// headers) lacks, or that the hot path fills in C memory without the
+// binding's per-call allocations. Field names equal the C names so that
+// mirror_test.go can check every size and offset against vulkan_core.h.
+// Structs whose contents we never read keep them as an opaque byte array of
+// the header's size.
+
+// sType values (VkStructureType).
+const (
+	stSubmitInfo                    = 4
+	stDescriptorSetAllocateInfo     = 34
+	stWriteDescriptorSet            = 35
+	stCommandBufferBeginInfo        = 42
+	stMemoryBarrier                 = 46
+	stFeatures2                     = 1000059000
+	stProperties2                   = 1000059001
+	stMemoryProperties2             = 1000059006
+	stIDProperties                  = 1000071004
+	stFloat16Int8Features           = 1000082000
+	st16BitStorageFeatures          = 1000083000
+	stSubgroupProperties            = 1000094000
+	stDebugUtilsCallbackData        = 1000128003
+	stDebugUtilsMessengerCreateInfo = 1000128004
+	stSMBuiltinsPropertiesNV        = 1000154001
+	stMaintenance3Properties        = 1000168000
+	stSubgroupExtendedTypesFeatures = 1000175000
+	st8BitStorageFeatures           = 1000177000
+	stShaderCorePropertiesAMD       = 1000185000
+	stDriverProperties              = 1000196000
+	stSubgroupSizeControlProperties = 1000225000
+	stRequiredSubgroupSizeInfo      = 1000225001
+	stSubgroupSizeControlFeatures   = 1000225002
+	stMemoryBudgetProperties        = 1000237000
+	stIntegerDotProductFeatures     = 1000280000
+)
+
+// Sizes of the structs kept opaque; mirror_test.go checks them.
+const (
+	sizeofPhysicalDeviceFeatures   = 220
+	sizeofPhysicalDeviceProperties = 824
+)
+
+// Word indexes into VkPhysicalDeviceFeatures (55 VkBool32 in a row).
+const (
+	featShaderInt64 = 40
+	featShaderInt16 = 41
+)
+
+type physicalDeviceFeatures2 struct {
+	sType    uint32
+	pNext    unsafe.Pointer
+	features [sizeofPhysicalDeviceFeatures / 4]uint32
+}
+
+type physicalDeviceProperties2 struct {
+	sType      uint32
+	pNext      unsafe.Pointer
+	properties [sizeofPhysicalDeviceProperties]byte // read through the binding instead
+}
+
+type memoryType struct {
+	propertyFlags uint32
+	heapIndex     uint32
+}
+
+type memoryHeap struct {
+	size  uint64
+	flags uint32
+}
+
+type physicalDeviceMemoryProperties struct {
+	memoryTypeCount uint32
+	memoryTypes     [32]memoryType
+	memoryHeapCount uint32
+	memoryHeaps     [16]memoryHeap
+}
+
+type physicalDeviceMemoryProperties2 struct {
+	sType            uint32
+	pNext            unsafe.Pointer
+	memoryProperties physicalDeviceMemoryProperties
+}
+
+type physicalDeviceMemoryBudgetProperties struct {
+	sType      uint32
+	pNext      unsafe.Pointer
+	heapBudget [16]uint64
+	heapUsage  [16]uint64
+}
+
+type physicalDeviceIDProperties struct {
+	sType           uint32
+	pNext           unsafe.Pointer
+	deviceUUID      [16]byte
+	driverUUID      [16]byte
+	deviceLUID      [8]byte
+	deviceNodeMask  uint32
+	deviceLUIDValid uint32
+}
+
+type physicalDeviceSubgroupProperties struct {
+	sType                     uint32
+	pNext                     unsafe.Pointer
+	subgroupSize              uint32
+	supportedStages           uint32
+	supportedOperations       uint32
+	quadOperationsInAllStages uint32
+}
+
+type physicalDeviceMaintenance3Properties struct {
+	sType                   uint32
+	pNext                   unsafe.Pointer
+	maxPerSetDescriptors    uint32
+	maxMemoryAllocationSize uint64
+}
+
+type physicalDeviceDriverProperties struct {
+	sType              uint32
+	pNext              unsafe.Pointer
+	driverID           uint32
+	driverName         [256]byte
+	driverInfo         [256]byte
+	conformanceVersion [4]uint8
+}
+
+type physicalDeviceSubgroupSizeControlProperties struct {
+	sType                        uint32
+	pNext                        unsafe.Pointer
+	minSubgroupSize              uint32
+	maxSubgroupSize              uint32
+	maxComputeWorkgroupSubgroups uint32
+	requiredSubgroupSizeStages   uint32
+}
+
+type physicalDeviceShaderCorePropertiesAMD struct {
+	sType                      uint32
+	pNext                      unsafe.Pointer
+	shaderEngineCount          uint32
+	shaderArraysPerEngineCount uint32
+	computeUnitsPerShaderArray uint32
+	simdPerComputeUnit         uint32
+	wavefrontsPerSimd          uint32
+	wavefrontSize              uint32
+	sgprsPerSimd               uint32
+	minSgprAllocation          uint32
+	maxSgprAllocation          uint32
+	sgprAllocationGranularity  uint32
+	vgprsPerSimd               uint32
+	minVgprAllocation          uint32
+	maxVgprAllocation          uint32
+	vgprAllocationGranularity  uint32
+}
+
+type physicalDeviceShaderSMBuiltinsPropertiesNV struct {
+	sType            uint32
+	pNext            unsafe.Pointer
+	shaderSMCount    uint32
+	shaderWarpsPerSM uint32
+}
+
+type physicalDevice16BitStorageFeatures struct {
+	sType                              uint32
+	pNext                              unsafe.Pointer
+	storageBuffer16BitAccess           uint32
+	uniformAndStorageBuffer16BitAccess uint32
+	storagePushConstant16              uint32
+	storageInputOutput16               uint32
+}
+
+type physicalDevice8BitStorageFeatures struct {
+	sType                             uint32
+	pNext                             unsafe.Pointer
+	storageBuffer8BitAccess           uint32
+	uniformAndStorageBuffer8BitAccess uint32
+	storagePushConstant8              uint32
+}
+
+type physicalDeviceShaderFloat16Int8Features struct {
+	sType         uint32
+	pNext         unsafe.Pointer
+	shaderFloat16 uint32
+	shaderInt8    uint32
+}
+
+type physicalDeviceSubgroupSizeControlFeatures struct {
+	sType                uint32
+	pNext                unsafe.Pointer
+	subgroupSizeControl  uint32
+	computeFullSubgroups uint32
+}
+
+type physicalDeviceShaderIntegerDotProductFeatures struct {
+	sType                   uint32
+	pNext                   unsafe.Pointer
+	shaderIntegerDotProduct uint32
+}
+
+type physicalDeviceShaderSubgroupExtendedTypesFeatures struct {
+	sType                       uint32
+	pNext                       unsafe.Pointer
+	shaderSubgroupExtendedTypes uint32
+}
+
+type pipelineShaderStageRequiredSubgroupSizeCreateInfo struct {
+	sType                uint32
+	pNext                unsafe.Pointer
+	requiredSubgroupSize uint32
+}
+
+type debugUtilsMessengerCreateInfo struct {
+	sType           uint32
+	pNext           unsafe.Pointer
+	flags           uint32
+	messageSeverity uint32
+	messageType     uint32
+	pfnUserCallback unsafe.Pointer // a C function
+	pUserData       uintptr        // a cgo.Handle, never a Go pointer
+}
+
+type debugUtilsMessengerCallbackData struct {
+	sType            uint32
+	pNext            unsafe.Pointer
+	flags            uint32
+	pMessageIdName   *byte
+	messageIdNumber  int32
+	pMessage         *byte
+	queueLabelCount  uint32
+	pQueueLabels     unsafe.Pointer
+	cmdBufLabelCount uint32
+	pCmdBufLabels    unsafe.Pointer
+	objectCount      uint32
+	pObjects         unsafe.Pointer
+}
+
+// The hot-path structs below live in C memory owned by a Sequence.
+
+type descriptorSetAllocateInfo struct {
+	sType              uint32
+	pNext              unsafe.Pointer
+	descriptorPool     uint64
+	descriptorSetCount uint32
+	pSetLayouts        unsafe.Pointer
+}
+
+type descriptorBufferInfo struct {
+	buffer uint64
+	offset uint64
+	_range uint64 // cgo spells the C field "range" this way
+}
+
+type writeDescriptorSet struct {
+	sType            uint32
+	pNext            unsafe.Pointer
+	dstSet           uint64
+	dstBinding       uint32
+	dstArrayElement  uint32
+	descriptorCount  uint32
+	descriptorType   uint32
+	pImageInfo       unsafe.Pointer
+	pBufferInfo      unsafe.Pointer
+	pTexelBufferView unsafe.Pointer
+}
+
+type memoryBarrier struct {
+	sType         uint32
+	pNext         unsafe.Pointer
+	srcAccessMask uint32
+	dstAccessMask uint32
+}
+
+type bufferCopy struct {
+	srcOffset uint64
+	dstOffset uint64
+	size      uint64
+}
+
+type commandBufferBeginInfo struct {
+	sType            uint32
+	pNext            unsafe.Pointer
+	flags            uint32
+	pInheritanceInfo unsafe.Pointer
+}
+
+type submitInfo struct {
+	sType                uint32
+	pNext                unsafe.Pointer
+	waitSemaphoreCount   uint32
+	pWaitSemaphores      unsafe.Pointer
+	pWaitDstStageMask    unsafe.Pointer
+	commandBufferCount   uint32
+	pCommandBuffers      unsafe.Pointer
+	signalSemaphoreCount uint32
+	pSignalSemaphores    unsafe.Pointer
+}

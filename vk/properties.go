@@ -1,0 +1,377 @@
+package vk
+
+/*
+#include "cvk.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+)
+
+// Heap is one memory heap of a device.
+type Heap struct {
+	Size, Budget uint64
+	DeviceLocal  bool
+}
+
+// DeviceInfo describes a physical device.
+type DeviceInfo struct {
+	Index                           int
+	Name, Driver, DriverInfo        string
+	VendorID, DeviceID              uint32
+	Type                            string // "discrete", "integrated", "virtual", "cpu", "other"
+	APIVersion                      string
+	DriverVersion                   uint32
+	UUID                            [16]byte
+	SubgroupSize, MinSubgroupSize   int
+	MaxSubgroupSize                 int
+	SizeControl                     bool // required subgroup sizes usable in compute shaders
+	SharedMemory                    int  // maxComputeSharedMemorySize
+	MaxWorkgroupInvocations         int
+	MaxWorkgroupCount               [3]uint32
+	MaxAllocation, MaxStorageRange  uint64 // clamped to the largest device-local heap
+	Heaps                           []Heap
+	FP16, Int8, Storage16, Storage8 bool
+	IntegerDot, CoopMatrix          bool
+	ComputeUnits                    int // AMD shader core or NVIDIA SM count; 0 if unknown
+	TimestampPeriod                 float32
+	TimestampValid                  bool
+}
+
+// physical is what querying one physical device yields: the public report
+// plus what Open needs to create a logical device on it.
+type physical struct {
+	h       vk.PhysicalDevice
+	id      uint64
+	info    DeviceInfo
+	api     uint32 // min(device, instance) version
+	exts    map[string]bool
+	family  uint32 // first queue family with compute
+	hasComp bool
+	// timestampBits is the family's timestampValidBits.
+	timestampBits uint32
+
+	limits      vk.PhysicalDeviceLimits
+	cacheUUID   [16]byte
+	mem         physicalDeviceMemoryProperties
+	features    physicalDeviceFeatures2
+	storage16   physicalDevice16BitStorageFeatures
+	storage8    physicalDevice8BitStorageFeatures
+	f16i8       physicalDeviceShaderFloat16Int8Features
+	sizeCtl     physicalDeviceSubgroupSizeControlFeatures
+	dot         physicalDeviceShaderIntegerDotProductFeatures
+	extTypes    physicalDeviceShaderSubgroupExtendedTypesFeatures
+	sizeStages  uint32 // requiredSubgroupSizeStages
+	maxSubgroup int    // maxComputeWorkgroupSubgroups
+}
+
+// minVersion is the oldest device API version Open accepts: the shaders are
+// SPIR-V 1.5 (glslc --target-env=vulkan1.2).
+var minVersion = vk.MakeVersion(1, 2, 0)
+
+const shaderStageCompute = 0x20
+
+func versionString(v uint32) string {
+	return fmt.Sprintf("%d.%d.%d", v>>22, (v>>12)&0x3ff, v&0xfff)
+}
+
+func typeName(t vk.PhysicalDeviceType) string {
+	switch t {
+	case vk.PhysicalDeviceTypeDiscreteGpu:
+		return "discrete"
+	case vk.PhysicalDeviceTypeIntegratedGpu:
+		return "integrated"
+	case vk.PhysicalDeviceTypeVirtualGpu:
+		return "virtual"
+	case vk.PhysicalDeviceTypeCpu:
+		return "cpu"
+	}
+	return "other"
+}
+
+// Devices lists every physical device with its properties; it creates no
+// logical device.
+func Devices() ([]DeviceInfo, error) {
+	in, err := newInstance(false)
+	if err != nil {
+		return nil, err
+	}
+	defer in.destroy()
+	phys, err := in.physicalDevices()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]DeviceInfo, len(phys))
+	for i, p := range phys {
+		infos[i] = p.info
+	}
+	return infos, nil
+}
+
+func (in *instance) physicalDevices() ([]*physical, error) {
+	var n uint32
+	if err := check("enumerating physical devices", int32(vk.EnumeratePhysicalDevices(in.h, &n, nil))); err != nil {
+		return nil, err
+	}
+	hs := make([]vk.PhysicalDevice, n)
+	if err := check("enumerating physical devices", int32(vk.EnumeratePhysicalDevices(in.h, &n, hs))); err != nil {
+		return nil, err
+	}
+	out := make([]*physical, 0, n)
+	for i, h := range hs[:n] {
+		p, err := in.queryPhysical(h, i)
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", i, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func deviceExtensions(h vk.PhysicalDevice) (map[string]bool, error) {
+	var n uint32
+	if err := check("enumerating device extensions", int32(vk.EnumerateDeviceExtensionProperties(h, "", &n, nil))); err != nil {
+		return nil, err
+	}
+	props := make([]vk.ExtensionProperties, n)
+	if err := check("enumerating device extensions", int32(vk.EnumerateDeviceExtensionProperties(h, "", &n, props))); err != nil {
+		return nil, err
+	}
+	have := make(map[string]bool, n)
+	for i := range props[:n] {
+		props[i].Deref()
+		have[vk.ToString(props[i].ExtensionName[:])] = true
+	}
+	return have, nil
+}
+
+// chain links pNext structs in order and pins each, so the C side may follow
+// the pointers; the caller unpins after the call.
+func chain(pin *runtime.Pinner, head *unsafe.Pointer, links ...unsafe.Pointer) {
+	for _, l := range links {
+		pin.Pin(l)
+		*head = l
+		// Every mirror starts with sType then pNext.
+		head = (*unsafe.Pointer)(unsafe.Add(l, unsafe.Offsetof(physicalDeviceFeatures2{}.pNext)))
+	}
+}
+
+func (in *instance) queryPhysical(h vk.PhysicalDevice, index int) (*physical, error) {
+	p := &physical{h: h, id: uint64(uintptr(unsafe.Pointer(h)))}
+	var props vk.PhysicalDeviceProperties
+	vk.GetPhysicalDeviceProperties(h, &props)
+	props.Deref()
+	props.Limits.Deref()
+	p.limits = props.Limits
+	p.cacheUUID = props.PipelineCacheUUID
+	p.api = min(props.ApiVersion, in.version)
+	exts, err := deviceExtensions(h)
+	if err != nil {
+		return nil, err
+	}
+	p.exts = exts
+
+	info := &p.info
+	info.Index = index
+	info.Name = vk.ToString(props.DeviceName[:])
+	info.VendorID, info.DeviceID = props.VendorID, props.DeviceID
+	info.Type = typeName(props.DeviceType)
+	info.APIVersion = versionString(props.ApiVersion)
+	info.DriverVersion = props.DriverVersion
+	info.SharedMemory = int(p.limits.MaxComputeSharedMemorySize)
+	info.MaxWorkgroupInvocations = int(p.limits.MaxComputeWorkGroupInvocations)
+	info.MaxWorkgroupCount = p.limits.MaxComputeWorkGroupCount
+	info.MaxStorageRange = uint64(p.limits.MaxStorageBufferRange)
+	info.TimestampPeriod = p.limits.TimestampPeriod
+	info.CoopMatrix = exts["VK_KHR_cooperative_matrix"] || exts["VK_NV_cooperative_matrix"]
+
+	p.queryQueues()
+	maxAlloc := uint64(1) << 62 // Vulkan 1.0 reports no allocation limit
+	v11 := p.api >= vk.MakeVersion(1, 1, 0)
+	if v11 {
+		maxAlloc = p.queryExtended()
+	}
+	p.queryMemory(v11)
+	var largest uint64
+	for _, hp := range info.Heaps {
+		if hp.DeviceLocal && hp.Size > largest {
+			largest = hp.Size
+		}
+	}
+	// Some drivers report INT64_MAX or more than the card has.
+	info.MaxAllocation = min(maxAlloc, largest)
+	info.MaxStorageRange = min(info.MaxStorageRange, largest)
+	return p, nil
+}
+
+func (p *physical) queryQueues() {
+	var n uint32
+	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, nil)
+	fams := make([]vk.QueueFamilyProperties, n)
+	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, fams)
+	for i := range fams[:n] {
+		fams[i].Deref()
+		if fams[i].QueueFlags&vk.QueueFlags(vk.QueueComputeBit) != 0 && fams[i].QueueCount > 0 {
+			p.family, p.hasComp = uint32(i), true
+			p.timestampBits = fams[i].TimestampValidBits
+			p.info.TimestampValid = p.timestampBits > 0
+			return
+		}
+	}
+}
+
+// queryExtended fills what needs the Vulkan 1.1 query functions: IDs,
+// subgroups, driver, memory heaps and budgets, and the optional features. It
+// returns maxMemoryAllocationSize.
+func (p *physical) queryExtended() uint64 {
+	info := &p.info
+	var pin runtime.Pinner
+	defer pin.Unpin()
+
+	id := &physicalDeviceIDProperties{sType: stIDProperties}
+	sub := &physicalDeviceSubgroupProperties{sType: stSubgroupProperties}
+	m3 := &physicalDeviceMaintenance3Properties{sType: stMaintenance3Properties}
+	drv := &physicalDeviceDriverProperties{sType: stDriverProperties}
+	sc := &physicalDeviceSubgroupSizeControlProperties{sType: stSubgroupSizeControlProperties}
+	amd := &physicalDeviceShaderCorePropertiesAMD{sType: stShaderCorePropertiesAMD}
+	nv := &physicalDeviceShaderSMBuiltinsPropertiesNV{sType: stSMBuiltinsPropertiesNV}
+	props2 := &physicalDeviceProperties2{sType: stProperties2}
+	links := []unsafe.Pointer{unsafe.Pointer(id), unsafe.Pointer(sub), unsafe.Pointer(m3)}
+	v12, v13 := p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0)
+	hasDrv := v12 || p.exts["VK_KHR_driver_properties"]
+	hasSC := v13 || p.exts["VK_EXT_subgroup_size_control"]
+	if hasDrv {
+		links = append(links, unsafe.Pointer(drv))
+	}
+	if hasSC {
+		links = append(links, unsafe.Pointer(sc))
+	}
+	if p.exts["VK_AMD_shader_core_properties"] {
+		links = append(links, unsafe.Pointer(amd))
+	}
+	if p.exts["VK_NV_shader_sm_builtins"] {
+		links = append(links, unsafe.Pointer(nv))
+	}
+	pin.Pin(props2)
+	chain(&pin, &props2.pNext, links...)
+	C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceProperties2"), C.uint64_t(p.id), unsafe.Pointer(props2))
+
+	info.UUID = id.deviceUUID
+	info.SubgroupSize = int(sub.subgroupSize)
+	info.MinSubgroupSize, info.MaxSubgroupSize = info.SubgroupSize, info.SubgroupSize
+	if hasDrv {
+		info.Driver = cString(drv.driverName[:])
+		info.DriverInfo = cString(drv.driverInfo[:])
+	}
+	if hasSC {
+		info.MinSubgroupSize, info.MaxSubgroupSize = int(sc.minSubgroupSize), int(sc.maxSubgroupSize)
+		p.sizeStages, p.maxSubgroup = sc.requiredSubgroupSizeStages, int(sc.maxComputeWorkgroupSubgroups)
+	}
+	switch {
+	case p.exts["VK_AMD_shader_core_properties"]:
+		info.ComputeUnits = int(amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray)
+	case p.exts["VK_NV_shader_sm_builtins"]:
+		info.ComputeUnits = int(nv.shaderSMCount)
+	}
+
+	p.queryFeatures(v12, v13)
+	return m3.maxMemoryAllocationSize
+}
+
+// queryMemory reads the heaps and memory types, with budgets where
+// VK_EXT_memory_budget is present (it needs the Vulkan 1.1 query).
+func (p *physical) queryMemory(v11 bool) {
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	mp2 := &physicalDeviceMemoryProperties2{sType: stMemoryProperties2}
+	budget := &physicalDeviceMemoryBudgetProperties{sType: stMemoryBudgetProperties}
+	hasBudget := v11 && p.exts["VK_EXT_memory_budget"]
+	if v11 {
+		pin.Pin(mp2)
+		if hasBudget {
+			chain(&pin, &mp2.pNext, unsafe.Pointer(budget))
+		}
+		C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceMemoryProperties2"), C.uint64_t(p.id), unsafe.Pointer(mp2))
+		p.mem = mp2.memoryProperties
+	} else {
+		C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceMemoryProperties"), C.uint64_t(p.id), unsafe.Pointer(&p.mem))
+	}
+	p.info.Heaps = make([]Heap, p.mem.memoryHeapCount)
+	for i := range p.info.Heaps {
+		hp := p.mem.memoryHeaps[i]
+		p.info.Heaps[i] = Heap{Size: hp.size, Budget: hp.size, DeviceLocal: hp.flags&uint32(vk.MemoryHeapDeviceLocalBit) != 0}
+		if hasBudget {
+			p.info.Heaps[i].Budget = budget.heapBudget[i]
+		}
+	}
+}
+
+// queryFeatures reads the optional features Open enables; p keeps the
+// structs so Open can pass the supported subset back.
+func (p *physical) queryFeatures(v12, v13 bool) {
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	p.features = physicalDeviceFeatures2{sType: stFeatures2}
+	p.storage16 = physicalDevice16BitStorageFeatures{sType: st16BitStorageFeatures}
+	p.storage8 = physicalDevice8BitStorageFeatures{sType: st8BitStorageFeatures}
+	p.f16i8 = physicalDeviceShaderFloat16Int8Features{sType: stFloat16Int8Features}
+	p.sizeCtl = physicalDeviceSubgroupSizeControlFeatures{sType: stSubgroupSizeControlFeatures}
+	p.dot = physicalDeviceShaderIntegerDotProductFeatures{sType: stIntegerDotProductFeatures}
+	p.extTypes = physicalDeviceShaderSubgroupExtendedTypesFeatures{sType: stSubgroupExtendedTypesFeatures}
+	pin.Pin(&p.features)
+	chain(&pin, &p.features.pNext, p.featureLinks(v12, v13)...)
+	C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceFeatures2"), C.uint64_t(p.id), unsafe.Pointer(&p.features))
+	p.unlinkFeatures()
+
+	info := &p.info
+	info.Storage16 = p.storage16.storageBuffer16BitAccess != 0
+	info.Storage8 = p.storage8.storageBuffer8BitAccess != 0
+	info.FP16, info.Int8 = p.f16i8.shaderFloat16 != 0, p.f16i8.shaderInt8 != 0
+	info.IntegerDot = p.dot.shaderIntegerDotProduct != 0
+	info.SizeControl = p.sizeCtl.subgroupSizeControl != 0 && p.sizeCtl.computeFullSubgroups != 0 &&
+		p.sizeStages&shaderStageCompute != 0
+}
+
+// featureLinks lists the feature structs valid for this device: each only
+// where its version or extension is present, since the layer rejects others.
+func (p *physical) featureLinks(v12, v13 bool) []unsafe.Pointer {
+	links := []unsafe.Pointer{unsafe.Pointer(&p.storage16)}
+	if v12 || p.exts["VK_KHR_8bit_storage"] {
+		links = append(links, unsafe.Pointer(&p.storage8))
+	}
+	if v12 || p.exts["VK_KHR_shader_float16_int8"] {
+		links = append(links, unsafe.Pointer(&p.f16i8))
+	}
+	if v12 || p.exts["VK_KHR_shader_subgroup_extended_types"] {
+		links = append(links, unsafe.Pointer(&p.extTypes))
+	}
+	if v13 || p.exts["VK_EXT_subgroup_size_control"] {
+		links = append(links, unsafe.Pointer(&p.sizeCtl))
+	}
+	if v13 || p.exts["VK_KHR_shader_integer_dot_product"] {
+		links = append(links, unsafe.Pointer(&p.dot))
+	}
+	return links
+}
+
+// unlinkFeatures clears the pNext pointers so p holds no stale chain.
+func (p *physical) unlinkFeatures() {
+	p.features.pNext = nil
+	p.storage16.pNext, p.storage8.pNext, p.f16i8.pNext = nil, nil, nil
+	p.sizeCtl.pNext, p.dot.pNext, p.extTypes.pNext = nil, nil, nil
+}
+
+// cString converts a fixed-size NUL-terminated C char array.
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
