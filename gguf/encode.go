@@ -9,9 +9,10 @@ import (
 // encoder writes little-endian GGUF encodings, counting bytes for padding
 // and keeping the first error so the caller checks once at the end.
 type encoder struct {
-	w   *bufio.Writer
-	n   uint64
-	err error
+	w       *bufio.Writer
+	n       uint64
+	err     error
+	scratch [8]byte
 }
 
 func (e *encoder) Write(p []byte) (int, error) {
@@ -24,13 +25,19 @@ func (e *encoder) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (e *encoder) u32(v uint32) { e.Write(binary.LittleEndian.AppendUint32(nil, v)) }
-func (e *encoder) u64(v uint64) { e.Write(binary.LittleEndian.AppendUint64(nil, v)) }
+func (e *encoder) u32(v uint32) { e.Write(binary.LittleEndian.AppendUint32(e.scratch[:0], v)) }
+func (e *encoder) u64(v uint64) { e.Write(binary.LittleEndian.AppendUint64(e.scratch[:0], v)) }
 
 func (e *encoder) str(s string) {
 	e.u64(uint64(len(s)))
-	e.w.WriteString(s)
-	e.n += uint64(len(s))
+	e.Write([]byte(s))
+}
+
+// fixed writes a fixed-size value or slice of them.
+func (e *encoder) fixed(v any) {
+	if err := binary.Write(e, binary.LittleEndian, v); err != nil && e.err == nil {
+		e.err = err
+	}
 }
 
 // pad writes zeros up to the next multiple of align.
@@ -61,7 +68,7 @@ func (e *encoder) value(v any, t, elem valueType) {
 	case t == typeString:
 		e.str(rv.String())
 	case t != typeArray:
-		binary.Write(e, binary.LittleEndian, v)
+		e.fixed(v)
 	case elem == typeString:
 		e.u32(uint32(elem))
 		e.u64(uint64(rv.Len()))
@@ -71,6 +78,6 @@ func (e *encoder) value(v any, t, elem valueType) {
 	default:
 		e.u32(uint32(elem))
 		e.u64(uint64(rv.Len()))
-		binary.Write(e, binary.LittleEndian, v)
+		e.fixed(v)
 	}
 }

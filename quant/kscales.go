@@ -21,6 +21,15 @@ const (
 	kHeader    = 16
 )
 
+// kLevels maps a Q4_K / Q5_K level (0..31) to its float value: a table load
+// is cheaper than an int→float conversion in the dot products.
+var kLevels = func() (t [32]float32) {
+	for i := range t {
+		t[i] = float32(i)
+	}
+	return t
+}()
+
 // unpackKScales returns the eight 6-bit scales and mins of a K header.
 func unpackKScales(p *[12]byte) (sc, mn [8]uint8) {
 	for j := range 4 {
@@ -43,15 +52,16 @@ func packKScales(sc, mn *[8]uint8) (p [12]byte) {
 }
 
 // kHeaderValues decodes a K header into the per-sub-block factors of
-// x = a[j]·q − b[j].
-func kHeaderValues(h *[kHeader]byte) (a, b [8]float32) {
+// x = a[j]·q − b[j]. (Results go through pointers: it runs once per block
+// of the dot product and is too large to inline, so returned arrays would
+// be copied.)
+func kHeaderValues(h *[kHeader]byte, a, b *[8]float32) {
 	d, dmin := loadHalf(h[0:]), loadHalf(h[2:])
 	sc, mn := unpackKScales((*[12]byte)(h[4:]))
 	for j := range 8 {
 		a[j] = d * float32(sc[j])
 		b[j] = dmin * float32(mn[j])
 	}
-	return a, b
 }
 
 // quantizeKSuper quantizes one 256-value super-block with levels 0..nmax
@@ -86,7 +96,8 @@ func quantizeKSuper(x *[kValues]float32, nmax int, h *[kHeader]byte, q *[kValues
 	binary.LittleEndian.PutUint16(h[2:], mBits)
 	*(*[12]byte)(h[4:]) = packKScales(&sc, &mn)
 
-	a, b := kHeaderValues(h)
+	var a, b [8]float32
+	kHeaderValues(h, &a, &b)
 	for j := range 8 {
 		ia := inverse(a[j])
 		for l := range kSubValues {

@@ -128,30 +128,17 @@ func (d *Device) createDevice() error {
 	// Enable exactly what the device reported for the optional structs; of
 	// the core features only 16/64-bit integers, since others such as
 	// robustBufferAccess cost speed.
-	feats := physicalDeviceFeatures2{sType: stFeatures2}
-	feats.features[featShaderInt16] = p.features.features[featShaderInt16]
-	feats.features[featShaderInt64] = p.features.features[featShaderInt64]
-	s16, s8, f16, ext, sc, dot := p.storage16, p.storage8, p.f16i8, p.extTypes, p.sizeCtl, p.dot
-	links := map[unsafe.Pointer]unsafe.Pointer{
-		unsafe.Pointer(&p.storage16): unsafe.Pointer(&s16),
-		unsafe.Pointer(&p.storage8):  unsafe.Pointer(&s8),
-		unsafe.Pointer(&p.f16i8):     unsafe.Pointer(&f16),
-		unsafe.Pointer(&p.extTypes):  unsafe.Pointer(&ext),
-		unsafe.Pointer(&p.sizeCtl):   unsafe.Pointer(&sc),
-		unsafe.Pointer(&p.dot):       unsafe.Pointer(&dot),
-	}
-	v12, v13 := p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0)
-	var copies []unsafe.Pointer
-	for _, l := range p.featureLinks(v12, v13) {
-		copies = append(copies, links[l])
-	}
-	pin.Pin(&feats)
-	chain(&pin, &feats.pNext, copies...)
+	en := new(featureSet)
+	*en = *p.feat
+	en.features = physicalDeviceFeatures2{sType: stFeatures2}
+	en.features.features[featShaderInt16] = p.feat.features.features[featShaderInt16]
+	en.features.features[featShaderInt64] = p.feat.features.features[featShaderInt64]
+	en.link(&pin, p.exts, p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0))
 
 	exts := p.deviceExtensionsToEnable()
 	ci := &vk.DeviceCreateInfo{
 		SType:                vk.StructureTypeDeviceCreateInfo,
-		PNext:                unsafe.Pointer(&feats),
+		PNext:                unsafe.Pointer(&en.features),
 		QueueCreateInfoCount: 1,
 		PQueueCreateInfos: []vk.DeviceQueueCreateInfo{{
 			SType:            vk.StructureTypeDeviceQueueCreateInfo,
@@ -162,9 +149,13 @@ func (d *Device) createDevice() error {
 		EnabledExtensionCount:   uint32(len(exts)),
 		PpEnabledExtensionNames: exts,
 	}
-	if err := check("creating device", int32(vk.CreateDevice(p.h, ci, nil, &d.h))); err != nil {
+	// Handles come back through locals: cgo refuses a pointer into a struct
+	// that holds Go pointers, such as Device.
+	var h vk.Device
+	if err := check("creating device", int32(vk.CreateDevice(p.h, ci, nil, &h))); err != nil {
 		return err
 	}
+	d.h = h
 	d.id = uint64(uintptr(unsafe.Pointer(d.h)))
 	var q vk.Queue
 	vk.GetDeviceQueue(d.h, p.family, 0, &q)

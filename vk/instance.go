@@ -167,10 +167,12 @@ func newInstance(validation bool) (*instance, error) {
 		EnabledExtensionCount:   uint32(len(extNames)),
 		PpEnabledExtensionNames: extNames,
 	}
-	if err := check("creating instance", int32(vk.CreateInstance(ci, nil, &in.h))); err != nil {
+	var h vk.Instance // a local: cgo refuses pointers into structs holding Go pointers
+	if err := check("creating instance", int32(vk.CreateInstance(ci, nil, &h))); err != nil {
 		in.releaseLog()
 		return nil, err
 	}
+	in.h = h
 	in.id = uint64(uintptr(unsafe.Pointer(in.h)))
 	if err := initBinding(in.h); err != nil {
 		in.destroy()

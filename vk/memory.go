@@ -105,9 +105,13 @@ func (b *Buffer) create(kind string) error {
 		Usage:       vk.BufferUsageFlags(bufferUsage),
 		SharingMode: vk.SharingModeExclusive,
 	}
-	if err := check(fmt.Sprintf("creating %s buffer of %s", kind, fmtBytes(uint64(b.size))), int32(vk.CreateBuffer(d.h, ci, nil, &b.h))); err != nil {
+	// Handles come back through locals: cgo refuses a pointer into a struct
+	// that holds Go pointers, such as Buffer.
+	var h vk.Buffer
+	if err := check(fmt.Sprintf("creating %s buffer of %s", kind, fmtBytes(uint64(b.size))), int32(vk.CreateBuffer(d.h, ci, nil, &h))); err != nil {
 		return err
 	}
+	b.h = h
 	b.id = uint64(uintptr(unsafe.Pointer(b.h)))
 	var req vk.MemoryRequirements
 	vk.GetBufferMemoryRequirements(d.h, b.h, &req)
@@ -125,7 +129,10 @@ func (b *Buffer) create(kind string) error {
 		AllocationSize:  req.Size,
 		MemoryTypeIndex: ti,
 	}
-	if r := int32(vk.AllocateMemory(d.h, ai, nil, &b.mem)); r != resSuccess {
+	var mem vk.DeviceMemory
+	r := int32(vk.AllocateMemory(d.h, ai, nil, &mem))
+	b.mem = mem
+	if r != resSuccess {
 		heap := d.info.Heaps[d.phys.mem.memoryTypes[ti].heapIndex]
 		return fmt.Errorf("%w (heap of %s, budget %s)", check(fmt.Sprintf("allocating %s of %s memory", fmtBytes(uint64(req.Size)), kind), r), fmtBytes(heap.Size), fmtBytes(heap.Budget))
 	}
@@ -133,9 +140,11 @@ func (b *Buffer) create(kind string) error {
 		return err
 	}
 	if b.host {
-		if err := check("mapping host buffer", int32(vk.MapMemory(d.h, b.mem, 0, vk.DeviceSize(vk.WholeSize), 0, &b.mapped))); err != nil {
+		var mapped unsafe.Pointer
+		if err := check("mapping host buffer", int32(vk.MapMemory(d.h, b.mem, 0, vk.DeviceSize(vk.WholeSize), 0, &mapped))); err != nil {
 			return err
 		}
+		b.mapped = mapped
 	}
 	return nil
 }

@@ -74,7 +74,10 @@ func (c *pipelineCache) create(d *Device, data []byte) bool {
 		ci.InitialDataSize = uint(len(data))
 		ci.PInitialData = unsafe.Pointer(&data[0])
 	}
-	return vk.CreatePipelineCache(d.h, ci, nil, &c.h) == vk.Success
+	var h vk.PipelineCache
+	ok := vk.CreatePipelineCache(d.h, ci, nil, &h) == vk.Success
+	c.h = h
+	return ok
 }
 
 // close saves the cache when pipelines were compiled, then destroys it.

@@ -149,9 +149,13 @@ func (p *Pipeline) build(words []uint32) error {
 		BindingCount: uint32(len(binds)),
 		PBindings:    binds,
 	}
-	if err := check("creating descriptor set layout", int32(vk.CreateDescriptorSetLayout(d.h, sli, nil, &p.setLayout))); err != nil {
+	// Handles come back through locals: cgo refuses a pointer into a struct
+	// that holds Go pointers, such as Pipeline.
+	var setLayout vk.DescriptorSetLayout
+	if err := check("creating descriptor set layout", int32(vk.CreateDescriptorSetLayout(d.h, sli, nil, &setLayout))); err != nil {
 		return err
 	}
+	p.setLayout = setLayout
 	p.setLayoutID = uint64(uintptr(unsafe.Pointer(p.setLayout)))
 	li := &vk.PipelineLayoutCreateInfo{
 		SType:          vk.StructureTypePipelineLayoutCreateInfo,
@@ -165,9 +169,11 @@ func (p *Pipeline) build(words []uint32) error {
 			Size:       uint32(s.PushSize),
 		}}
 	}
-	if err := check("creating pipeline layout", int32(vk.CreatePipelineLayout(d.h, li, nil, &p.layout))); err != nil {
+	var layout vk.PipelineLayout
+	if err := check("creating pipeline layout", int32(vk.CreatePipelineLayout(d.h, li, nil, &layout))); err != nil {
 		return err
 	}
+	p.layout = layout
 	p.layoutID = uint64(uintptr(unsafe.Pointer(p.layout)))
 	return p.createPipeline(module)
 }

@@ -48,6 +48,7 @@ type DeviceInfo struct {
 type physical struct {
 	h       vk.PhysicalDevice
 	id      uint64
+	inst    uint64 // the instance, for looking up entry points
 	info    DeviceInfo
 	api     uint32 // min(device, instance) version
 	exts    map[string]bool
@@ -59,15 +60,23 @@ type physical struct {
 	limits      vk.PhysicalDeviceLimits
 	cacheUUID   [16]byte
 	mem         physicalDeviceMemoryProperties
-	features    physicalDeviceFeatures2
-	storage16   physicalDevice16BitStorageFeatures
-	storage8    physicalDevice8BitStorageFeatures
-	f16i8       physicalDeviceShaderFloat16Int8Features
-	sizeCtl     physicalDeviceSubgroupSizeControlFeatures
-	dot         physicalDeviceShaderIntegerDotProductFeatures
-	extTypes    physicalDeviceShaderSubgroupExtendedTypesFeatures
-	sizeStages  uint32 // requiredSubgroupSizeStages
-	maxSubgroup int    // maxComputeWorkgroupSubgroups
+	feat        *featureSet // supported
+	sizeStages  uint32      // requiredSubgroupSizeStages
+	maxSubgroup int         // maxComputeWorkgroupSubgroups
+}
+
+// featureSet is the chain of feature structs queried from a device and
+// passed back, possibly trimmed, to create it. It is its own allocation
+// holding nothing but the chain, because cgo only accepts a pointer whose
+// whole object has its Go pointers pinned.
+type featureSet struct {
+	features  physicalDeviceFeatures2
+	storage16 physicalDevice16BitStorageFeatures
+	storage8  physicalDevice8BitStorageFeatures
+	f16i8     physicalDeviceShaderFloat16Int8Features
+	sizeCtl   physicalDeviceSubgroupSizeControlFeatures
+	dot       physicalDeviceShaderIntegerDotProductFeatures
+	extTypes  physicalDeviceShaderSubgroupExtendedTypesFeatures
 }
 
 // minVersion is the oldest device API version Open accepts: the shaders are
@@ -162,7 +171,7 @@ func chain(pin *runtime.Pinner, head *unsafe.Pointer, links ...unsafe.Pointer) {
 }
 
 func (in *instance) queryPhysical(h vk.PhysicalDevice, index int) (*physical, error) {
-	p := &physical{h: h, id: uint64(uintptr(unsafe.Pointer(h)))}
+	p := &physical{h: h, id: uint64(uintptr(unsafe.Pointer(h))), inst: in.id}
 	var props vk.PhysicalDeviceProperties
 	vk.GetPhysicalDeviceProperties(h, &props)
 	props.Deref()
@@ -259,7 +268,7 @@ func (p *physical) queryExtended() uint64 {
 	}
 	pin.Pin(props2)
 	chain(&pin, &props2.pNext, links...)
-	C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceProperties2"), C.uint64_t(p.id), unsafe.Pointer(props2))
+	C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceProperties2"), C.uint64_t(p.id), unsafe.Pointer(props2))
 
 	info.UUID = id.deviceUUID
 	info.SubgroupSize = int(sub.subgroupSize)
@@ -296,10 +305,10 @@ func (p *physical) queryMemory(v11 bool) {
 		if hasBudget {
 			chain(&pin, &mp2.pNext, unsafe.Pointer(budget))
 		}
-		C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceMemoryProperties2"), C.uint64_t(p.id), unsafe.Pointer(mp2))
+		C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceMemoryProperties2"), C.uint64_t(p.id), unsafe.Pointer(mp2))
 		p.mem = mp2.memoryProperties
 	} else {
-		C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceMemoryProperties"), C.uint64_t(p.id), unsafe.Pointer(&p.mem))
+		C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceMemoryProperties"), C.uint64_t(p.id), unsafe.Pointer(&p.mem))
 	}
 	p.info.Heaps = make([]Heap, p.mem.memoryHeapCount)
 	for i := range p.info.Heaps {
@@ -311,59 +320,62 @@ func (p *physical) queryMemory(v11 bool) {
 	}
 }
 
-// queryFeatures reads the optional features Open enables; p keeps the
-// structs so Open can pass the supported subset back.
+// queryFeatures reads the optional features Open enables.
 func (p *physical) queryFeatures(v12, v13 bool) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	p.features = physicalDeviceFeatures2{sType: stFeatures2}
-	p.storage16 = physicalDevice16BitStorageFeatures{sType: st16BitStorageFeatures}
-	p.storage8 = physicalDevice8BitStorageFeatures{sType: st8BitStorageFeatures}
-	p.f16i8 = physicalDeviceShaderFloat16Int8Features{sType: stFloat16Int8Features}
-	p.sizeCtl = physicalDeviceSubgroupSizeControlFeatures{sType: stSubgroupSizeControlFeatures}
-	p.dot = physicalDeviceShaderIntegerDotProductFeatures{sType: stIntegerDotProductFeatures}
-	p.extTypes = physicalDeviceShaderSubgroupExtendedTypesFeatures{sType: stSubgroupExtendedTypesFeatures}
-	pin.Pin(&p.features)
-	chain(&pin, &p.features.pNext, p.featureLinks(v12, v13)...)
-	C.vkr_physical_device_query(proc(0, "vkGetPhysicalDeviceFeatures2"), C.uint64_t(p.id), unsafe.Pointer(&p.features))
-	p.unlinkFeatures()
+	f := &featureSet{
+		features:  physicalDeviceFeatures2{sType: stFeatures2},
+		storage16: physicalDevice16BitStorageFeatures{sType: st16BitStorageFeatures},
+		storage8:  physicalDevice8BitStorageFeatures{sType: st8BitStorageFeatures},
+		f16i8:     physicalDeviceShaderFloat16Int8Features{sType: stFloat16Int8Features},
+		sizeCtl:   physicalDeviceSubgroupSizeControlFeatures{sType: stSubgroupSizeControlFeatures},
+		dot:       physicalDeviceShaderIntegerDotProductFeatures{sType: stIntegerDotProductFeatures},
+		extTypes:  physicalDeviceShaderSubgroupExtendedTypesFeatures{sType: stSubgroupExtendedTypesFeatures},
+	}
+	f.link(&pin, p.exts, v12, v13)
+	C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceFeatures2"), C.uint64_t(p.id), unsafe.Pointer(&f.features))
+	f.unlink()
+	p.feat = f
 
 	info := &p.info
-	info.Storage16 = p.storage16.storageBuffer16BitAccess != 0
-	info.Storage8 = p.storage8.storageBuffer8BitAccess != 0
-	info.FP16, info.Int8 = p.f16i8.shaderFloat16 != 0, p.f16i8.shaderInt8 != 0
-	info.IntegerDot = p.dot.shaderIntegerDotProduct != 0
-	info.SizeControl = p.sizeCtl.subgroupSizeControl != 0 && p.sizeCtl.computeFullSubgroups != 0 &&
+	info.Storage16 = f.storage16.storageBuffer16BitAccess != 0
+	info.Storage8 = f.storage8.storageBuffer8BitAccess != 0
+	info.FP16, info.Int8 = f.f16i8.shaderFloat16 != 0, f.f16i8.shaderInt8 != 0
+	info.IntegerDot = f.dot.shaderIntegerDotProduct != 0
+	info.SizeControl = f.sizeCtl.subgroupSizeControl != 0 && f.sizeCtl.computeFullSubgroups != 0 &&
 		p.sizeStages&shaderStageCompute != 0
 }
 
-// featureLinks lists the feature structs valid for this device: each only
-// where its version or extension is present, since the layer rejects others.
-func (p *physical) featureLinks(v12, v13 bool) []unsafe.Pointer {
-	links := []unsafe.Pointer{unsafe.Pointer(&p.storage16)}
-	if v12 || p.exts["VK_KHR_8bit_storage"] {
-		links = append(links, unsafe.Pointer(&p.storage8))
+// link pins f and chains the feature structs valid for the device: each
+// only where its version or extension is present, since the validation
+// layer rejects others.
+func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13 bool) {
+	links := []unsafe.Pointer{unsafe.Pointer(&f.storage16)}
+	if v12 || exts["VK_KHR_8bit_storage"] {
+		links = append(links, unsafe.Pointer(&f.storage8))
 	}
-	if v12 || p.exts["VK_KHR_shader_float16_int8"] {
-		links = append(links, unsafe.Pointer(&p.f16i8))
+	if v12 || exts["VK_KHR_shader_float16_int8"] {
+		links = append(links, unsafe.Pointer(&f.f16i8))
 	}
-	if v12 || p.exts["VK_KHR_shader_subgroup_extended_types"] {
-		links = append(links, unsafe.Pointer(&p.extTypes))
+	if v12 || exts["VK_KHR_shader_subgroup_extended_types"] {
+		links = append(links, unsafe.Pointer(&f.extTypes))
 	}
-	if v13 || p.exts["VK_EXT_subgroup_size_control"] {
-		links = append(links, unsafe.Pointer(&p.sizeCtl))
+	if v13 || exts["VK_EXT_subgroup_size_control"] {
+		links = append(links, unsafe.Pointer(&f.sizeCtl))
 	}
-	if v13 || p.exts["VK_KHR_shader_integer_dot_product"] {
-		links = append(links, unsafe.Pointer(&p.dot))
+	if v13 || exts["VK_KHR_shader_integer_dot_product"] {
+		links = append(links, unsafe.Pointer(&f.dot))
 	}
-	return links
+	pin.Pin(f)
+	chain(pin, &f.features.pNext, links...)
 }
 
-// unlinkFeatures clears the pNext pointers so p holds no stale chain.
-func (p *physical) unlinkFeatures() {
-	p.features.pNext = nil
-	p.storage16.pNext, p.storage8.pNext, p.f16i8.pNext = nil, nil, nil
-	p.sizeCtl.pNext, p.dot.pNext, p.extTypes.pNext = nil, nil, nil
+// unlink clears the pNext pointers so a kept set holds no stale chain.
+func (f *featureSet) unlink() {
+	f.features.pNext = nil
+	f.storage16.pNext, f.storage8.pNext, f.f16i8.pNext = nil, nil, nil
+	f.sizeCtl.pNext, f.dot.pNext, f.extTypes.pNext = nil, nil, nil
 }
 
 // cString converts a fixed-size NUL-terminated C char array.

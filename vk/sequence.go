@@ -32,6 +32,10 @@ type Sequence struct {
 
 	dpools []vk.DescriptorPool
 	dpool  int // index of the pool sets come from
+	// Sets and descriptors taken from dpools[dpool]. Drivers may allocate
+	// past a pool's sizes (lavapipe does), so the sequence moves on itself
+	// rather than waiting for VK_ERROR_OUT_OF_POOL_MEMORY.
+	poolSets, poolDescs int
 
 	prof  profile
 	ended bool
@@ -70,7 +74,8 @@ const (
 
 	descriptorTypeStorageBuffer = 7
 
-	setsPerPool = 1024
+	setsPerPool        = 1024
+	descriptorsPerPool = 8 * setsPerPool
 )
 
 // NewSequence starts recording a sequence. It begins with a barrier against
@@ -97,9 +102,13 @@ func (s *Sequence) create() error {
 		SType:            vk.StructureTypeCommandPoolCreateInfo,
 		QueueFamilyIndex: d.phys.family,
 	}
-	if err := check("creating command pool", int32(vk.CreateCommandPool(d.h, pci, nil, &s.pool))); err != nil {
+	// Handles come back through locals: cgo refuses a pointer into a struct
+	// that holds Go pointers, such as Sequence.
+	var pool vk.CommandPool
+	if err := check("creating command pool", int32(vk.CreateCommandPool(d.h, pci, nil, &pool))); err != nil {
 		return err
 	}
+	s.pool = pool
 	cmds := make([]vk.CommandBuffer, 1)
 	ai := &vk.CommandBufferAllocateInfo{
 		SType:              vk.StructureTypeCommandBufferAllocateInfo,
@@ -112,9 +121,11 @@ func (s *Sequence) create() error {
 	}
 	s.cmd = cmds[0]
 	fci := &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}
-	if err := check("creating fence", int32(vk.CreateFence(d.h, fci, nil, &s.fence))); err != nil {
+	var fence vk.Fence
+	if err := check("creating fence", int32(vk.CreateFence(d.h, fci, nil, &fence))); err != nil {
 		return err
 	}
+	s.fence = fence
 	s.sc = (*scratch)(C.calloc(1, C.size_t(unsafe.Sizeof(scratch{}))))
 	sc := s.sc
 	sc.alloc = descriptorSetAllocateInfo{sType: stDescriptorSetAllocateInfo, descriptorSetCount: 1, pSetLayouts: unsafe.Pointer(&sc.setLayout)}
@@ -166,20 +177,23 @@ func (s *Sequence) reset() error {
 			return err
 		}
 	}
-	s.dpool, s.ended, s.runs, s.err = 0, false, 0, nil
+	s.dpool, s.poolSets, s.poolDescs = 0, 0, 0
+	s.ended, s.runs, s.err = false, 0, nil
 	s.prof.reset()
 	s.begin()
 	return s.err
 }
 
 // resolve checks a binding against its buffer and returns the byte range.
-func (s *Sequence) resolve(what string, b Binding) (off, size int64, ok bool) {
+// what and name label errors; they are only joined on failure so that the
+// hot path does not allocate.
+func (s *Sequence) resolve(what, name string, b Binding) (off, size int64, ok bool) {
 	if b.Buf == nil || b.Buf.h == vk.NullBuffer {
-		s.fail("%s: no buffer (nil or freed)", what)
+		s.fail("%s%s: no buffer (nil or freed)", what, name)
 		return 0, 0, false
 	}
 	if b.Buf.d != s.d {
-		s.fail("%s: buffer belongs to another device", what)
+		s.fail("%s%s: buffer belongs to another device", what, name)
 		return 0, 0, false
 	}
 	size = b.Size
@@ -187,7 +201,7 @@ func (s *Sequence) resolve(what string, b Binding) (off, size int64, ok bool) {
 		size = b.Buf.size - b.Off
 	}
 	if b.Off < 0 || size <= 0 || b.Off > b.Buf.size || size > b.Buf.size-b.Off {
-		s.fail("%s: range [%d, +%d) is outside the %d-byte buffer", what, b.Off, b.Size, b.Buf.size)
+		s.fail("%s%s: range [%d, +%d) is outside the %d-byte buffer", what, name, b.Off, b.Size, b.Buf.size)
 		return 0, 0, false
 	}
 	return b.Off, size, true
@@ -218,7 +232,7 @@ func (s *Sequence) Dispatch(p *Pipeline, bind []Binding, push []byte, x, y, z ui
 	sc := s.sc
 	align := int64(s.d.phys.limits.MinStorageBufferOffsetAlignment)
 	for i, b := range bind {
-		off, size, ok := s.resolve("dispatch "+p.spec.Name, b)
+		off, size, ok := s.resolve("dispatch ", p.spec.Name, b)
 		if !ok {
 			return
 		}
@@ -246,6 +260,9 @@ func (s *Sequence) Dispatch(p *Pipeline, bind []Binding, push []byte, x, y, z ui
 	for fresh := false; ; {
 		allocInfo, set, write := unsafe.Pointer(nil), (*C.uint64_t)(nil), unsafe.Pointer(nil)
 		if len(bind) > 0 {
+			if s.poolSets == setsPerPool || s.poolDescs+len(bind) > descriptorsPerPool {
+				s.nextPool()
+			}
 			if s.dpool == len(s.dpools) {
 				if err := s.addPool(); err != nil {
 					s.err = err
@@ -262,14 +279,24 @@ func (s *Sequence) Dispatch(p *Pipeline, bind []Binding, push []byte, x, y, z ui
 			C.uint64_t(p.id), C.uint64_t(p.layoutID), C.uint32_t(len(push)), unsafe.Pointer(&sc.push[0]),
 			C.uint32_t(x), C.uint32_t(y), C.uint32_t(z), qpool, query))
 		if (r == resOutOfPoolMemory || r == resFragmentedPool) && !fresh {
-			s.dpool++ // this pool is full: move on to the next
+			s.nextPool()
 			continue
 		}
 		if r != resSuccess {
 			s.err = check("allocating descriptor set for "+p.spec.Name, r)
+			return
 		}
+		s.poolSets++
+		s.poolDescs += len(bind)
 		return
 	}
+}
+
+// nextPool moves set allocation on to the next descriptor pool, which
+// Dispatch creates when it does not exist yet.
+func (s *Sequence) nextPool() {
+	s.dpool++
+	s.poolSets, s.poolDescs = 0, 0
 }
 
 // addPool creates another descriptor pool when the current ones are full.
@@ -280,7 +307,7 @@ func (s *Sequence) addPool() error {
 		PoolSizeCount: 1,
 		PPoolSizes: []vk.DescriptorPoolSize{{
 			Type:            vk.DescriptorTypeStorageBuffer,
-			DescriptorCount: setsPerPool * 8,
+			DescriptorCount: descriptorsPerPool,
 		}},
 	}
 	var pool vk.DescriptorPool
@@ -315,12 +342,12 @@ func (s *Sequence) Copy(dst, src Binding) {
 	if src.Size == 0 {
 		src.Size = dst.Size
 	}
-	soff, n, ok := s.resolve("copy source", src)
+	soff, n, ok := s.resolve("copy source", "", src)
 	if !ok {
 		return
 	}
 	dst.Size = n
-	doff, _, ok := s.resolve("copy destination", dst)
+	doff, _, ok := s.resolve("copy destination", "", dst)
 	if !ok {
 		return
 	}

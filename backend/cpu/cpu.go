@@ -33,8 +33,11 @@ func (t *tensor) rawRow(r int) []byte { return t.raw[r*t.rowBytes : (r+1)*t.rowB
 // Backend is the CPU backend.
 type Backend struct {
 	threads int
-	cache   backend.Cache
-	k, v    [][]float32 // per layer: [Context][KVDim]
+	// F16KV rounds K and V to f16 as they enter the cache, as the Vulkan
+	// backend stores them, so the two engines can be compared closely.
+	F16KV bool
+	cache backend.Cache
+	k, v  [][]float32 // per layer: [Context][KVDim]
 }
 
 // New returns a CPU backend using up to threads goroutines per op

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/x448/float16"
+
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/quant"
 )
@@ -257,8 +259,15 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor) {
 		return
 	}
 	p.add(func(st *step) {
-		copy(p.b.k[layer][st.pos*c.KVDim:], kt.data)
-		copy(p.b.v[layer][st.pos*c.KVDim:], vt.data)
+		kd, vd := p.b.k[layer][st.pos*c.KVDim:], p.b.v[layer][st.pos*c.KVDim:]
+		copy(kd, kt.data)
+		copy(vd, vt.data)
+		if p.b.F16KV {
+			for i := range kt.data {
+				kd[i] = float16.Fromfloat32(kd[i]).Float32()
+				vd[i] = float16.Fromfloat32(vd[i]).Float32()
+			}
+		}
 	})
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/gguf"
 	"github.com/vkinfer/vkinfer/model"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
 // loadFlags are the model and backend flags shared by run and bench.
@@ -21,6 +23,7 @@ type loadFlags struct {
 	threads int
 	ubatch  int
 	backend string
+	device  int
 	verbose bool
 }
 
@@ -30,6 +33,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.IntVarP(&l.ubatch, "ubatch-size", "u", 512, "prompt tokens per forward pass")
 	fs.StringVar(&l.backend, "backend", "auto", "cpu, vulkan or auto")
+	fs.IntVar(&l.device, "device", -1, "Vulkan device index from `infer devices` (-1: best)")
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
 }
 
@@ -61,12 +65,27 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 	return m, func() { m.Close(); f.Close() }, time.Since(t0), nil
 }
 
+// openBackend picks the backend: auto takes a Vulkan GPU when one exists
+// (CPU drivers such as lavapipe only when asked for by --backend vulkan) and
+// falls back to the CPU backend, saying why.
 func (l *loadFlags) openBackend() (backend.Backend, error) {
 	switch l.backend {
-	case "cpu", "auto":
+	case "cpu":
 		return cpu.New(l.threads), nil
-	case "vulkan":
-		return nil, fmt.Errorf("--backend vulkan: the Vulkan backend is not built yet; use --backend cpu")
+	case "vulkan", "auto":
+		dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
+		if err == nil {
+			var e *engine.Engine
+			if e, err = engine.New(dev, true); err == nil {
+				return e, nil
+			}
+			dev.Close()
+		}
+		if l.backend == "vulkan" {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "backend: no usable Vulkan GPU (%v); using the CPU\n", err)
+		return cpu.New(l.threads), nil
 	default:
 		return nil, fmt.Errorf("--backend %q: want cpu, vulkan or auto", l.backend)
 	}

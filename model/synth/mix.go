@@ -22,7 +22,8 @@ var ftypes = []ftype{
 	{name: "f16", fileType: 1, base: quant.F16},
 }
 
-func ftypeNames() []string {
+// Ftypes lists the type mixes Write and Resolve accept.
+func Ftypes() []string {
 	names := make([]string, len(ftypes))
 	for i, f := range ftypes {
 		names[i] = f.name
@@ -36,7 +37,7 @@ func lookupFtype(name string) (*ftype, error) {
 			return &ftypes[i], nil
 		}
 	}
-	return nil, fmt.Errorf("unknown ftype %q (valid: %s)", name, strings.Join(ftypeNames(), ", "))
+	return nil, fmt.Errorf("unknown ftype %q (valid: %s)", name, strings.Join(Ftypes(), ", "))
 }
 
 // typeOf chooses the type of t in a model of nLayer blocks, following

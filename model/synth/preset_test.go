@@ -205,6 +205,21 @@ func TestQ4KMQwen(t *testing.T) {
 	}
 }
 
+// With tied embeddings token_embd serves as the output and takes its rule:
+// Q6_K where its rows fit K-quants (in qwen2.5-0.5b they don't, and the
+// fallback hides the rule, hence this variant of tiny).
+func TestQ4KMTied(t *testing.T) {
+	p := presets[0]
+	p.tied = true
+	types, _ := typesOf(t, &p, "q4_k_m")
+	if got := types["token_embd.weight"]; got != quant.Q6_K {
+		t.Errorf("tied token_embd.weight: %s, want Q6_K", got)
+	}
+	if _, ok := types["output.weight"]; ok {
+		t.Error("tied model has output.weight")
+	}
+}
+
 // q8_0 and f16 put every 2-D tensor, output included, in one type.
 func TestUniformMixes(t *testing.T) {
 	for _, c := range []struct {

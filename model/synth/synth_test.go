@@ -39,7 +39,7 @@ func open(t *testing.T, path string) *gguf.File {
 // finite numbers with about the intended mean and spread.
 func TestWriteReopen(t *testing.T) {
 	for _, name := range []string{"tiny", "tiny-qwen2"} {
-		for _, ft := range ftypeNames() {
+		for _, ft := range Ftypes() {
 			t.Run(name+"/"+ft, func(t *testing.T) {
 				p, _ := lookupPreset(name)
 				mixInfo, _ := lookupFtype(ft)

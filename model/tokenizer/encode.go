@@ -17,9 +17,9 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 		out = append(out, t.bos)
 	}
 	frags := t.partition(text, parseSpecial)
+	var m merger
 	switch t.model {
 	case modelSPM:
-		var m merger
 		// SentencePiece prefixes a space to the text at the start and after
 		// each special token, as if each began a new sentence.
 		prevSpecial := true
@@ -37,7 +37,6 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 			prevSpecial = false
 		}
 	case modelBPE:
-		var m merger
 		var sp splitter
 		for _, f := range frags {
 			if f.id >= 0 {
@@ -54,7 +53,8 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 }
 
 // utf8SeqLen is the length of the UTF-8 sequence a lead byte announces,
-// trusting it as llama.cpp does (continuation and invalid bytes count 1).
+// from its high nibble alone as llama.cpp's unicode_len_utf8: continuation
+// bytes count 1, and 0xF8-0xFF claim 4 like any 0xF_ byte.
 func utf8SeqLen(b byte) int {
 	switch b >> 4 {
 	case 0xC, 0xD:
@@ -102,7 +102,7 @@ func (a bigram) before(b bigram) bool {
 // what a pair is worth and in how leftovers are emitted).
 type merger struct {
 	syms  []symbol
-	queue minHeap[bigram]
+	queue bigramHeap
 }
 
 // pairPrio values joining symbols l and r of text; ok is false when they
@@ -231,14 +231,14 @@ func (m *merger) encodeBPE(t *Tokenizer, sp *splitter, text string, out []int32)
 	return out
 }
 
-// minHeap is a binary heap of T popping the item that comes before all
+// bigramHeap is a binary heap popping the bigram that comes before all
 // others; container/heap would box every item in an interface.
-type minHeap[T interface{ before(T) bool }] struct{ items []T }
+type bigramHeap struct{ items []bigram }
 
-func (h *minHeap[T]) len() int { return len(h.items) }
-func (h *minHeap[T]) reset()   { h.items = h.items[:0] }
+func (h *bigramHeap) len() int { return len(h.items) }
+func (h *bigramHeap) reset()   { h.items = h.items[:0] }
 
-func (h *minHeap[T]) push(x T) {
+func (h *bigramHeap) push(x bigram) {
 	h.items = append(h.items, x)
 	for i := len(h.items) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -250,7 +250,7 @@ func (h *minHeap[T]) push(x T) {
 	}
 }
 
-func (h *minHeap[T]) pop() T {
+func (h *bigramHeap) pop() bigram {
 	top := h.items[0]
 	last := len(h.items) - 1
 	h.items[0] = h.items[last]

@@ -149,7 +149,7 @@ func asciiLower(r rune) rune {
 }
 
 // isCSpace is C's isspace in the "C" locale, which llama.cpp uses to strip
-// around special tokens.
+// whitespace next to special tokens.
 func isCSpace(c byte) bool {
 	return c == ' ' || ('\t' <= c && c <= '\r')
 }

@@ -12,6 +12,7 @@ package tokenizer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -123,6 +124,7 @@ func FromGGUF(md Metadata) (*Tokenizer, error) {
 		if v, ok := md.Bool("tokenizer.ggml.add_space_prefix"); ok {
 			t.addSpacePrefix = v
 		}
+		t.buildByteTokens()
 	case modelBPE:
 		// llama.cpp's BPE default for both BOS and EOS is 11, kept so that
 		// files without the ids behave as they do there.
@@ -163,7 +165,6 @@ func FromGGUF(md Metadata) (*Tokenizer, error) {
 
 	t.markSpecial(md)
 	t.buildSpecialList(md)
-	t.buildByteTokens()
 	t.buildPieces()
 	return t, nil
 }
@@ -174,6 +175,7 @@ func (t *Tokenizer) loadVocab(md Metadata) error {
 	if !ok || len(tokens) == 0 {
 		return fmt.Errorf("tokenizer: tokenizer.ggml.tokens is missing or empty")
 	}
+	tokens = slices.Clone(tokens) // empty texts are replaced below
 	if len(tokens) > math.MaxInt32 {
 		return fmt.Errorf("tokenizer: %d tokens do not fit int32 ids", len(tokens))
 	}

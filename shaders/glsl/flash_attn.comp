@@ -21,7 +21,7 @@
 // Positions: row i of the batch is at pos+i (pos read from the step buffer at
 // run time, so one recording serves every token) and sees keys 0..pos+i.
 // Causality is computed, not read. An optional additive f16 mask
-// [n_q][mask_stride] is staged per tile in shared memory, stored key-major
+// [n_q][ctx] is staged per tile in shared memory, stored key-major
 // with a padded stride of BR+1 so that the lanes writing consecutive keys of
 // one query row and the slots reading one key for consecutive rows hit
 // distinct banks. Tiles where every entry is masked are skipped.
@@ -73,7 +73,7 @@ layout(push_constant) uniform Push {
     uint n_q;         // queries in the batch
     uint n_head;      // query heads
     uint n_kv_head;   // KV heads
-    uint mask_stride; // f16 values per mask row
+    uint ctx;         // rows of the K/V caches, and f16 values per mask row
     float scale;      // multiplies q·k
 } pc;
 
@@ -85,7 +85,7 @@ layout(std430, binding = 1) readonly buffer BK4 { uvec4 k4[]; };
 layout(std430, binding = 2) readonly buffer BV1 { uint v1[]; };
 layout(std430, binding = 2) readonly buffer BV2 { uvec2 v2[]; };
 layout(std430, binding = 2) readonly buffer BV4 { uvec4 v4[]; };
-layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][mask_stride]
+layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][ctx]
 layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
 // Output: f32 [n_q][n_head*D], or with SPLIT the partials [split][n_q][n_head][D].
 layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
@@ -136,12 +136,14 @@ void main() {
     const uint kv_off = kvh * D;
 
     // This workgroup's keys: its split's share of the batch's KV length
-    // (whole tiles), cut at the causal limit of the block's last query.
-    const uint kv_len = pos + pc.n_q;
+    // (whole tiles), cut at the causal limit of the block's last query. A
+    // batch running past the cache sees the keys the cache holds, never
+    // reads beyond it.
+    const uint kv_len = min(pos + pc.n_q, pc.ctx);
     const uint nsplit = gl_NumWorkGroups.z;
     const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
     const uint kb = gl_WorkGroupID.z * share;
-    const uint ke = min(kb + share, pos + q0 + qn);
+    const uint ke = min(min(kb + share, pos + q0 + qn), kv_len);
 
     // Q, pre-scaled into log2 units so the softmax runs on exp2.
     vec2 q[NV];
@@ -177,7 +179,7 @@ void main() {
                 const uint qq = q0 + i;
                 float mv = NEG;
                 if (i < qn && key < ke && key <= pos + qq) {
-                    const uint idx = qq * pc.mask_stride + key;
+                    const uint idx = qq * pc.ctx + key;
                     const vec2 h = unpackHalf2x16(mask_in[idx / 2]);
                     const float x = ((idx & 1u) != 0u ? h.y : h.x) * LOG2E;
                     if (x > NEG_HALF) { // -inf (and NaN) stay masked

@@ -18,7 +18,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/shaders"
@@ -98,15 +97,6 @@ type Kernels struct {
 	// may change them between recordings.
 	MatVec MatVecShape
 	Tile   Tile
-
-	mu    sync.Mutex
-	pipes map[pipeKey]*vk.Pipeline
-}
-
-type pipeKey struct {
-	name string
-	wave int
-	spec [8]uint32
 }
 
 // New prepares kernels for d. The shapes start at defaults that fit every
@@ -122,7 +112,6 @@ func New(d *vk.Device) (*Kernels, error) {
 		dummy:  dummy,
 		MatVec: MatVecShape{Lanes: 64, Rows: 2},
 		Tile:   Tile{BM: 16, BN: 32, TM: 2, TN: 4},
-		pipes:  map[pipeKey]*vk.Pipeline{},
 	}, nil
 }
 
@@ -131,28 +120,17 @@ func (k *Kernels) Close() {
 	k.dummy.Free()
 }
 
-// pipeline returns the memoised pipeline of shader name with the given
-// specialization constants (constant_id 0 is always the workgroup size).
+// pipeline returns the pipeline of shader name with the given
+// specialization constants (constant_id 0 is always the workgroup size);
+// the device memoises it.
 func (k *Kernels) pipeline(name string, bindings, pushSize, wave int, spec ...uint32) (*vk.Pipeline, error) {
-	key := pipeKey{name: name, wave: wave}
-	copy(key.spec[:], spec)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if p, ok := k.pipes[key]; ok {
-		return p, nil
-	}
-	code := shaders.SPIRV(name)
-	if code == nil {
-		return nil, fmt.Errorf("kernels: no SPIR-V for shader %q", name)
-	}
 	p, err := k.dev.Pipeline(vk.PipelineSpec{
-		Name: name, SPIRV: code, Bindings: bindings, PushSize: pushSize,
+		Name: name, SPIRV: shaders.SPIRV(name), Bindings: bindings, PushSize: pushSize,
 		Spec: spec, SubgroupSize: wave,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kernels: pipeline %s %v: %w", name, spec, err)
 	}
-	k.pipes[key] = p
 	return p, nil
 }
 

@@ -233,9 +233,10 @@ func TestEltwise(t *testing.T) {
 		})
 	}
 	t.Run("copy_rows", func(t *testing.T) {
-		// Cut columns 3..3+cols of rows of 1025 into rows 300 apart,
-		// leaving the gaps untouched.
-		const rows, cols, srcStride, dstStride, from = 7, 257, 1025, 300, 3
+		// Cut columns 64..64+cols of rows of 1025 into rows 300 apart,
+		// leaving the gaps untouched. The column offset is a binding offset
+		// of 256 bytes, the largest storage alignment Vulkan allows.
+		const rows, cols, srcStride, dstStride, from = 7, 257, 1025, 300, 64
 		src := normals(r, rows*srcStride, 1)
 		dst := normals(r, rows*dstStride, 1)
 		sb, db := floatBuffer(t, src), floatBuffer(t, dst)

@@ -1,0 +1,147 @@
+package vk
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	vk "github.com/vulkan-go/vulkan"
+)
+
+func TestDevicesLavapipe(t *testing.T) {
+	devs, err := Devices()
+	if err != nil {
+		t.Fatalf("Devices: %v", err)
+	}
+	if len(devs) == 0 {
+		t.Fatal("Devices: none")
+	}
+	for i, d := range devs {
+		t.Logf("\n%s", d.Report())
+		if d.Index != i || d.Name == "" || d.APIVersion == "" || len(d.Heaps) == 0 || d.MaxAllocation == 0 {
+			t.Errorf("device %d: incomplete info %+v", i, d)
+		}
+		if d.MaxAllocation > d.Heaps[0].Size && d.Heaps[0].DeviceLocal && len(d.Heaps) == 1 {
+			t.Errorf("device %d: MaxAllocation %d exceeds the only heap %d", i, d.MaxAllocation, d.Heaps[0].Size)
+		}
+		if d.MinSubgroupSize > d.SubgroupSize || d.SubgroupSize > d.MaxSubgroupSize {
+			t.Errorf("device %d: subgroup %d outside [%d, %d]", i, d.SubgroupSize, d.MinSubgroupSize, d.MaxSubgroupSize)
+		}
+	}
+	var lvp *DeviceInfo
+	for i := range devs {
+		if devs[i].Driver == "llvmpipe" {
+			lvp = &devs[i]
+		}
+	}
+	if lvp == nil {
+		t.Skip("no lavapipe device; the rest checks its known properties")
+	}
+	// Mesa 22.3 lavapipe, as vulkaninfo reports it.
+	if lvp.Type != "cpu" || !strings.HasPrefix(lvp.Name, "llvmpipe") || !strings.HasPrefix(lvp.DriverInfo, "Mesa") {
+		t.Errorf("lavapipe identity: type %q name %q driver info %q", lvp.Type, lvp.Name, lvp.DriverInfo)
+	}
+	if lvp.SubgroupSize != 8 || lvp.MinSubgroupSize != 8 || lvp.MaxSubgroupSize != 8 || !lvp.SizeControl {
+		t.Errorf("lavapipe subgroups: %d [%d, %d] size control %v", lvp.SubgroupSize, lvp.MinSubgroupSize, lvp.MaxSubgroupSize, lvp.SizeControl)
+	}
+	if lvp.SharedMemory != 32<<10 || lvp.MaxWorkgroupInvocations != 1024 {
+		t.Errorf("lavapipe limits: shared %d, invocations %d", lvp.SharedMemory, lvp.MaxWorkgroupInvocations)
+	}
+	if lvp.MaxStorageRange != 128<<20 || lvp.MaxAllocation == 0 || lvp.MaxAllocation > lvp.Heaps[0].Size {
+		t.Errorf("lavapipe sizes: storage range %d, max allocation %d, heap %d", lvp.MaxStorageRange, lvp.MaxAllocation, lvp.Heaps[0].Size)
+	}
+	if !lvp.FP16 || !lvp.Int8 || !lvp.Storage16 || !lvp.Storage8 || !lvp.IntegerDot || lvp.CoopMatrix {
+		t.Errorf("lavapipe features: %+v", lvp)
+	}
+	if !lvp.TimestampValid || lvp.TimestampPeriod != 1 || lvp.ComputeUnits != 0 {
+		t.Errorf("lavapipe timestamps %v period %v, compute units %d", lvp.TimestampValid, lvp.TimestampPeriod, lvp.ComputeUnits)
+	}
+	if lvp.UUID == [16]byte{} {
+		t.Error("lavapipe UUID is zero")
+	}
+	r := lvp.Report()
+	for _, want := range []string{lvp.Name, "cpu", "subgroup", "8 (range 8..8)", "32.0 KiB", "128.0 MiB", "timestamps"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("Report lacks %q:\n%s", want, r)
+		}
+	}
+}
+
+func TestOpenInfoMatchesDevices(t *testing.T) {
+	d := openTest(t)
+	devs, err := Devices()
+	must(t, err)
+	info := d.Info()
+	if info.Index >= len(devs) || devs[info.Index].Name != info.Name || devs[info.Index].UUID != info.UUID {
+		t.Fatalf("Open chose %+v, which Devices does not list at index %d", info, info.Index)
+	}
+	info.Heaps[0].Size = 1 // Info must hand out a copy
+	if d.Info().Heaps[0].Size == 1 {
+		t.Error("Info shares its Heaps slice with the device")
+	}
+}
+
+func TestOpenBadIndex(t *testing.T) {
+	_, err := Open(Options{Device: 99})
+	if err == nil || !strings.Contains(err.Error(), "device 99 does not exist") {
+		t.Fatalf("Open(Device: 99) = %v, want a 'does not exist' error", err)
+	}
+}
+
+// TestValidationIsRecorded proves the messenger works: an invalid call
+// through the binding must produce a message.
+func TestValidationIsRecorded(t *testing.T) {
+	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf vk.Buffer
+	// Size 0 violates VUID-VkBufferCreateInfo-size-00912.
+	ci := &vk.BufferCreateInfo{SType: vk.StructureTypeBufferCreateInfo, Size: 0, Usage: vk.BufferUsageFlags(bufferUsage)}
+	if vk.CreateBuffer(d.h, ci, nil, &buf) == vk.Success && unsafe.Pointer(buf) != nil {
+		vk.DestroyBuffer(d.h, buf, nil)
+	}
+	d.Close()
+	msgs := d.Messages()
+	if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "VUID-VkBufferCreateInfo-size-00912") {
+		t.Fatalf("messages = %q, want the size-00912 error", msgs)
+	}
+}
+
+func fakeDevice(index int, typ string, api uint32) *physical {
+	return &physical{info: DeviceInfo{Index: index, Name: typ + "-gpu", Type: typ}, api: api, hasComp: true}
+}
+
+func TestChoose(t *testing.T) {
+	v13, v11 := vk.MakeVersion(1, 3, 0), vk.MakeVersion(1, 1, 0)
+	cpu, integ, disc, old := fakeDevice(0, "cpu", v13), fakeDevice(1, "integrated", v13), fakeDevice(2, "discrete", v13), fakeDevice(3, "discrete", v11)
+	for _, c := range []struct {
+		name string
+		devs []*physical
+		o    Options
+		want *physical
+		err  string
+	}{
+		{"discrete first", []*physical{cpu, integ, disc}, Options{Device: -1}, disc, ""},
+		{"integrated over cpu", []*physical{cpu, integ}, Options{Device: -1, AllowCPU: true}, integ, ""},
+		{"cpu alone", []*physical{cpu}, Options{Device: -1}, cpu, ""},
+		{"old gpu skipped", []*physical{old, integ}, Options{Device: -1}, integ, ""},
+		{"cpu only with allow", []*physical{old, cpu}, Options{Device: -1, AllowCPU: true}, cpu, ""},
+		{"cpu refused beside a gpu", []*physical{old, cpu}, Options{Device: -1}, nil, "pass AllowCPU"},
+		{"explicit index", []*physical{cpu, disc}, Options{Device: 0}, cpu, ""},
+		{"explicit old", []*physical{old}, Options{Device: 0}, nil, "needs 1.2"},
+		{"out of range", []*physical{cpu}, Options{Device: 3}, nil, "does not exist"},
+		{"none", nil, Options{Device: -1}, nil, "no Vulkan device"},
+	} {
+		got, err := choose(c.devs, c.o)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err = %v, want %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %v, %v; want %s", c.name, got, err, c.want.info.Name)
+		}
+	}
+}

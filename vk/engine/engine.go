@@ -1,0 +1,164 @@
+// Package engine is the Vulkan backend: it implements backend.Backend by
+// recording the model's ops as kernel dispatches into a vk.Sequence that is
+// replayed for every forward pass with new token ids and a new position.
+package engine
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// Engine is the Vulkan backend.
+type Engine struct {
+	dev     *vk.Device
+	ownDev  bool
+	k       *kernels.Kernels
+	weights arena
+	cache   backend.Cache
+	kc, vc  []*vk.Buffer // per layer f16 [Context][KVDim]
+}
+
+// New builds the backend on an open device. The engine closes the device
+// with itself when own is set.
+func New(dev *vk.Device, own bool) (*Engine, error) {
+	k, err := kernels.New(dev)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{dev: dev, ownDev: own, k: k}
+	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
+	return e, nil
+}
+
+// Device is the device the engine runs on.
+func (e *Engine) Device() *vk.Device { return e.dev }
+
+// Name implements backend.Backend.
+func (e *Engine) Name() string {
+	i := e.dev.Info()
+	return fmt.Sprintf("Vulkan (%s, %s)", i.Name, i.Driver)
+}
+
+// Reserve implements backend.Backend: refuse a model that cannot fit in the
+// device's local memory before uploading anything.
+func (e *Engine) Reserve(weightBytes uint64, c backend.Cache) error {
+	kv := kvBytes(c)
+	// Activations of a 512-token prompt program and alignment slack: a
+	// rough allowance, small beside the weights of any real model.
+	scratch := weightBytes/20 + 64<<20
+	need := weightBytes + kv + scratch
+	free := e.localBudget()
+	if need > free {
+		return fmt.Errorf("vulkan: the model needs %s (weights %s + KV cache %s at context %d + scratch %s) but %s has %s of device memory free",
+			bytes(need), bytes(weightBytes), bytes(kv), c.Context, bytes(scratch), e.dev.Info().Name, bytes(free))
+	}
+	e.weights.left = int64(weightBytes)
+	return nil
+}
+
+// localBudget is the free memory of the largest device-local heap.
+func (e *Engine) localBudget() uint64 {
+	var best uint64
+	for _, h := range e.dev.Info().Heaps {
+		if h.DeviceLocal && h.Budget > best {
+			best = h.Budget
+		}
+	}
+	return best
+}
+
+func kvBytes(c backend.Cache) uint64 {
+	return 2 * 2 * uint64(c.Layers) * uint64(c.Context) * uint64(c.KVDim) // K and V, f16
+}
+
+// Weight implements backend.Backend: the GGUF bytes are uploaded unchanged
+// (kernels dequantize on the fly) into the weight arena.
+func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) (backend.Tensor, error) {
+	if !t.Supported() {
+		return nil, fmt.Errorf("tensor %q: unsupported tensor type %s", name, t)
+	}
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	if len(data) != rb*rows {
+		return nil, fmt.Errorf("tensor %q: %d bytes for %d×%d %s, want %d", name, len(data), rows, cols, t, rb*rows)
+	}
+	b, err := e.weights.upload(data)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	return &tensor{rows: rows, cols: cols, typ: t, b: b}, nil
+}
+
+// InitCache implements backend.Backend.
+func (e *Engine) InitCache(c backend.Cache) error {
+	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 || c.KVDim%2 != 0 {
+		return fmt.Errorf("vulkan: invalid KV cache shape %+v", c)
+	}
+	e.freeCache()
+	e.cache = c
+	size := 2 * int64(c.Context) * int64(c.KVDim)
+	for range c.Layers {
+		for _, list := range []*[]*vk.Buffer{&e.kc, &e.vc} {
+			b, err := e.dev.NewBuffer(size, false)
+			if err != nil {
+				e.freeCache()
+				return fmt.Errorf("vulkan: KV cache: %w", err)
+			}
+			*list = append(*list, b)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) freeCache() {
+	for _, b := range append(e.kc, e.vc...) {
+		b.Free()
+	}
+	e.kc, e.vc = nil, nil
+}
+
+// Record implements backend.Backend.
+func (e *Engine) Record(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("vulkan: batch of %d tokens", n)
+	}
+	if e.kc == nil {
+		return nil, fmt.Errorf("vulkan: Record before InitCache")
+	}
+	p, err := newProgram(e, n)
+	if err != nil {
+		return nil, err
+	}
+	build(p)
+	if err := p.finish(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close implements backend.Backend.
+func (e *Engine) Close() {
+	e.freeCache()
+	e.weights.free()
+	e.k.Close()
+	if e.ownDev {
+		e.dev.Close()
+	}
+}
+
+func bytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}

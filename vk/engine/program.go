@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// tensor is a weight (GGUF encoding) or an f32 activation in a device buffer.
+type tensor struct {
+	rows, cols int
+	typ        quant.Type
+	b          vk.Binding
+}
+
+func (t *tensor) Rows() int { return t.rows }
+func (t *tensor) Cols() int { return t.cols }
+
+func act(t backend.Tensor) *tensor { return t.(*tensor) }
+
+// program is a recorded forward pass. The token ids and the position are
+// the only inputs; they live in small host-visible buffers written before
+// each replay, so the command buffer is recorded once.
+type program struct {
+	e      *Engine
+	n      int
+	seq    *vk.Sequence
+	owned  []*vk.Buffer
+	tokens *vk.Buffer // int32[n], host-visible
+	step   *vk.Buffer // uint32 pos, host-visible
+	vocab  int        // rows of the embedding table, for the token range check
+	out    []*tensor
+	host   *vk.Buffer // host-visible copy of the outputs
+	outLen int
+	err    error
+	tokBuf []byte
+}
+
+func newProgram(e *Engine, n int) (*program, error) {
+	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n)}
+	var err error
+	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
+		p.Close()
+		return nil, err
+	}
+	if p.step, err = p.buffer(16, true); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
+	b, err := p.e.dev.NewBuffer(size, host)
+	if err != nil {
+		return nil, fmt.Errorf("vulkan: %w", err)
+	}
+	p.owned = append(p.owned, b)
+	return b, nil
+}
+
+// do records one kernel and the barrier that orders it before the next;
+// the first error is kept and returned by Record.
+func (p *program) do(err error) {
+	if err != nil && p.err == nil {
+		p.err = fmt.Errorf("vulkan: %w", err)
+	}
+	p.seq.Barrier()
+}
+
+func whole(b *vk.Buffer) vk.Binding { return vk.Binding{Buf: b} }
+
+func (p *program) Tensor(rows, cols int) backend.Tensor {
+	t := &tensor{rows: rows, cols: cols, typ: quant.F32}
+	b, err := p.buffer(4*int64(rows)*int64(cols), false)
+	if err != nil {
+		p.do(err)
+		return t
+	}
+	t.b = whole(b)
+	return t
+}
+
+func (p *program) Embed(dst, table backend.Tensor) {
+	d, w := act(dst), act(table)
+	p.vocab = w.rows
+	p.do(p.e.k.Embed(p.seq, d.b, w.b, whole(p.tokens), w.typ, p.n, w.rows, w.cols))
+}
+
+func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
+	d := act(dst)
+	p.do(p.e.k.RMSNorm(p.seq, d.b, act(x).b, act(w).b, d.rows, d.cols, eps))
+}
+
+func (p *program) MatMul(dst, w, x backend.Tensor) {
+	m, a := act(w), act(x)
+	p.do(p.e.k.MatMul(p.seq, act(dst).b, m.b, a.b, m.typ, a.rows, m.rows, m.cols))
+}
+
+func (p *program) AddBias(x, b backend.Tensor) {
+	t := act(x)
+	p.do(p.e.k.AddBias(p.seq, t.b, t.b, act(b).b, t.rows, t.cols))
+}
+
+func (p *program) Add(dst, a, b backend.Tensor) {
+	d := act(dst)
+	p.do(p.e.k.Add(p.seq, d.b, act(a).b, act(b).b, d.rows*d.cols))
+}
+
+func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
+	t := act(x)
+	kr := kernels.RoPE{HeadDim: r.HeadDim, Dims: r.Dims, Base: r.Base, Scale: r.Scale, NeoX: r.NeoX}
+	if r.Factors != nil {
+		f := act(r.Factors).b
+		kr.Factors = &f
+	}
+	p.do(p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr))
+}
+
+func (p *program) StoreKV(layer int, k, v backend.Tensor) {
+	c := p.e.cache
+	if layer < 0 || layer >= c.Layers {
+		p.do(fmt.Errorf("store_kv: layer %d of %d", layer, c.Layers))
+		return
+	}
+	p.do(p.e.k.StoreKV(p.seq, whole(p.e.kc[layer]), act(k).b, whole(p.step), p.n, c.KVDim, c.Context))
+	p.do(p.e.k.StoreKV(p.seq, whole(p.e.vc[layer]), act(v).b, whole(p.step), p.n, c.KVDim, c.Context))
+}
+
+func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
+	c := p.e.cache
+	if layer < 0 || layer >= c.Layers {
+		p.do(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
+		return
+	}
+	p.do(p.e.k.Attention(p.seq, act(dst).b, act(q).b, whole(p.e.kc[layer]), whole(p.e.vc[layer]), whole(p.step), p.n,
+		kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale}))
+}
+
+func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
+	d := act(dst)
+	p.do(p.e.k.SwiGLU(p.seq, d.b, act(gate).b, act(up).b, d.rows*d.cols))
+}
+
+func (p *program) CopyRows(dst, x backend.Tensor, first int) {
+	d, s := act(dst), act(x)
+	if first < 0 || first+d.rows > s.rows || d.cols != s.cols {
+		p.do(fmt.Errorf("copy_rows: %d rows from %d of %d", d.rows, first, s.rows))
+		return
+	}
+	src := s.b
+	src.Off += 4 * int64(first) * int64(s.cols)
+	src.Size = 4 * int64(d.rows) * int64(d.cols)
+	p.do(p.e.k.CopyRows(p.seq, d.b, src, d.rows, d.cols, d.cols, s.cols))
+}
+
+func (p *program) Output(t backend.Tensor) {
+	o := act(t)
+	p.out = append(p.out, o)
+	p.outLen += o.rows * o.cols
+}
+
+// finish copies the outputs into one host-visible buffer at the end of the
+// sequence, so a run reads them with a memcpy and no second submission.
+func (p *program) finish() error {
+	if p.err != nil {
+		return p.err
+	}
+	if p.outLen > 0 {
+		var err error
+		if p.host, err = p.buffer(4*int64(p.outLen), true); err != nil {
+			return err
+		}
+		off := int64(0)
+		for _, o := range p.out {
+			size := 4 * int64(o.rows) * int64(o.cols)
+			p.seq.Copy(vk.Binding{Buf: p.host, Off: off, Size: size}, vk.Binding{Buf: o.b.Buf, Off: o.b.Off, Size: size})
+			off += size
+		}
+	}
+	if err := p.seq.End(); err != nil {
+		return fmt.Errorf("vulkan: %w", err)
+	}
+	return nil
+}
+
+func (p *program) Run(tokens []int32, pos int, out []float32) error {
+	if len(tokens) != p.n {
+		return fmt.Errorf("vulkan: program recorded for %d tokens, run with %d", p.n, len(tokens))
+	}
+	if c := p.e.cache; pos < 0 || pos+p.n > c.Context {
+		return fmt.Errorf("vulkan: positions %d..%d outside the context of %d", pos, pos+p.n-1, c.Context)
+	}
+	if len(out) != p.outLen {
+		return fmt.Errorf("vulkan: output buffer holds %d values, program produces %d", len(out), p.outLen)
+	}
+	for i, t := range tokens {
+		if p.vocab > 0 && (t < 0 || int(t) >= p.vocab) {
+			return fmt.Errorf("vulkan: token id %d outside the vocabulary of %d", t, p.vocab)
+		}
+		binary.LittleEndian.PutUint32(p.tokBuf[4*i:], uint32(t))
+	}
+	if err := p.tokens.Write(0, p.tokBuf); err != nil {
+		return fmt.Errorf("vulkan: %w", err)
+	}
+	var st [4]byte
+	binary.LittleEndian.PutUint32(st[:], uint32(pos))
+	if err := p.step.Write(0, st[:]); err != nil {
+		return fmt.Errorf("vulkan: %w", err)
+	}
+	if err := p.seq.Run(); err != nil {
+		return fmt.Errorf("vulkan: %w", err)
+	}
+	if p.host != nil {
+		if err := p.host.ReadF32(0, out); err != nil {
+			return fmt.Errorf("vulkan: reading outputs: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *program) Close() {
+	if p.seq != nil {
+		p.seq.Free()
+		p.seq = nil
+	}
+	for _, b := range p.owned {
+		b.Free()
+	}
+	p.owned = nil
+}

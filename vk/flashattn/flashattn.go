@@ -1,0 +1,263 @@
+// Package flashattn records the flash-attention kernel
+// (shaders/glsl/flash_attn.comp, and flash_attn_reduce.comp for split-k) into
+// a *vk.Sequence, with the geometry package attention chooses for the device.
+//
+// Like the other kernels it records and never waits: the caller puts
+// s.Barrier() between dependent dispatches (before Record, so q and the KV
+// cache are written, and after it, before out is read). Record adds the
+// barrier between its own two passes. Values that change per replay (the
+// position pos) come from the step buffer, so one recording serves every
+// token; the split-k workgroup count is fixed at record time from the
+// context size, and each split finds its share of the KV range at run time.
+package flashattn
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/shaders"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// Shape is one attention op: Queries rows of q, f32 [Queries][Heads*HeadDim],
+// at positions pos..pos+Queries-1 attending causally over the f16 K and V
+// caches [Context][KVHeads*HeadDim]; query head h reads KV head
+// h/(Heads/KVHeads). The output has q's layout.
+type Shape struct {
+	Queries, Heads, KVHeads, HeadDim int
+	Context                          int     // rows of the caches; pos+Queries should not exceed it
+	Scale                            float32 // multiplies q·k, usually 1/sqrt(HeadDim)
+	// Mask adds an f16 mask [Queries][Context] to the scores (-Inf excludes a
+	// key) on top of the causal mask.
+	Mask bool
+}
+
+func (s Shape) policy() attention.Shape {
+	return attention.Shape{Queries: s.Queries, Heads: s.Heads, KVHeads: s.KVHeads,
+		HeadDim: s.HeadDim, KVLen: s.Context, Mask: s.Mask}
+}
+
+// IO holds the buffers of one Record.
+type IO struct {
+	Q, K, V, Out vk.Binding
+	Step         vk.Binding // uint32 pos at offset 0
+	Mask         vk.Binding // f16 [Queries][Context], when Shape.Mask
+	// Scratch holds the split-k partials when the plan splits: at least
+	// ScratchBytes(shape) bytes. Records in one sequence may share it: the
+	// barriers between dependent ops already order them.
+	Scratch vk.Binding
+}
+
+// Options choose the lane-group width and override the policy.
+type Options struct {
+	Wave  int             // 0 = the device's default (attention.Wave), or 32 / 64
+	Prefs attention.Prefs // zero fields are chosen per shape by attention.PlanFor
+}
+
+// FlashAttn records flash attention on one device.
+type FlashAttn struct {
+	d     *vk.Device
+	dev   attention.Device
+	wave  attention.WaveChoice
+	prefs attention.Prefs
+	// dummy is bound where a variant declares a buffer it never reads (the
+	// mask without Shape.Mask, the partials without split-k).
+	dummy *vk.Buffer
+
+	mu    sync.Mutex
+	pipes map[pipeKey]*vk.Pipeline
+}
+
+type pipeKey struct {
+	name string
+	sg   int
+	spec [10]uint32
+}
+
+// Device converts the runtime's device report into the policy's view.
+func Device(info vk.DeviceInfo) attention.Device {
+	return attention.Device{
+		VendorID: info.VendorID, DeviceID: info.DeviceID, Name: info.Name, Driver: info.Driver,
+		SubgroupSize: info.SubgroupSize, MinSubgroupSize: info.MinSubgroupSize,
+		MaxSubgroupSize: info.MaxSubgroupSize, SizeControl: info.SizeControl,
+		SharedMemory: info.SharedMemory, MaxWorkgroupInvocations: info.MaxWorkgroupInvocations,
+		ComputeUnits: info.ComputeUnits,
+	}
+}
+
+// New prepares flash attention for d. It fails when o.Wave cannot run on the
+// device even by emulation; the error lists the waves it supports.
+func New(d *vk.Device, o Options) (*FlashAttn, error) {
+	dev := Device(d.Info())
+	w, err := attention.ChooseWave(dev, o.Wave)
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: %w", err)
+	}
+	dummy, err := d.NewBuffer(16, false)
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: %w", err)
+	}
+	return &FlashAttn{d: d, dev: dev, wave: w, prefs: o.Prefs, dummy: dummy,
+		pipes: map[pipeKey]*vk.Pipeline{}}, nil
+}
+
+// Close frees what New allocated. Pipelines belong to the device.
+func (f *FlashAttn) Close() { f.dummy.Free() }
+
+// Wave is the lane-group width in use and how it maps onto the hardware.
+func (f *FlashAttn) Wave() attention.WaveChoice { return f.wave }
+
+// Plan is the geometry Record uses for a shape.
+func (f *FlashAttn) Plan(sh Shape) (attention.Plan, error) {
+	return attention.PlanFor(f.dev, f.wave, sh.policy(), f.prefs)
+}
+
+// ScratchBytes is the size of IO.Scratch a shape needs: 0 without split-k.
+func (f *FlashAttn) ScratchBytes(sh Shape) (int64, error) {
+	p, err := f.Plan(sh)
+	if err != nil {
+		return 0, err
+	}
+	o, ml := scratchLayout(p, sh)
+	return o + ml, nil
+}
+
+// scratchLayout sizes the partial outputs [split][Queries][Heads][HeadDim]
+// and the (m, l) pairs that follow them, at an offset every device accepts
+// for a storage binding (minStorageBufferOffsetAlignment is at most 256).
+func scratchLayout(p attention.Plan, sh Shape) (o, ml int64) {
+	if p.Splits == 1 {
+		return 0, 0
+	}
+	rows := int64(p.Splits) * int64(sh.Queries) * int64(sh.Heads)
+	return (rows*int64(sh.HeadDim)*4 + 255) &^ 255, rows * 8
+}
+
+// Record records attention for sh into s: one dispatch, or with split-k the
+// split pass, a barrier and the reduce pass.
+func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
+	p, err := f.Plan(sh)
+	if err != nil {
+		return fmt.Errorf("flashattn: %w", err)
+	}
+	info := f.d.Info()
+	gx, gy, gz := p.Workgroups(sh.policy())
+	if lim := info.MaxWorkgroupCount; gx > int(lim[0]) || gy > int(lim[1]) || gz > int(lim[2]) ||
+		sh.Queries > int(lim[1]) || sh.Heads > int(lim[0]) {
+		return fmt.Errorf("flashattn: %d×%d×%d workgroups exceed the device's grid %v", gx, gy, gz, lim)
+	}
+	qBytes := 4 * int64(sh.Queries) * int64(sh.Heads*sh.HeadDim)
+	cache := 2 * int64(sh.Context) * int64(sh.KVHeads*sh.HeadDim)
+	type check struct {
+		what string
+		b    vk.Binding
+		n    int64
+	}
+	checks := []check{{"q", io.Q, qBytes}, {"k", io.K, cache}, {"v", io.V, cache}, {"out", io.Out, qBytes}, {"step", io.Step, 4}}
+	if sh.Mask {
+		checks = append(checks, check{"mask", io.Mask, (2*int64(sh.Queries)*int64(sh.Context) + 3) &^ 3})
+	} else {
+		io.Mask = vk.Binding{Buf: f.dummy}
+	}
+	oBytes, mlBytes := scratchLayout(p, sh)
+	if p.Splits > 1 {
+		checks = append(checks, check{"scratch", io.Scratch, oBytes + mlBytes})
+	}
+	for _, c := range checks {
+		if err := need(c.what, c.b, c.n); err != nil {
+			return err
+		}
+	}
+
+	main, err := f.pipeline("flash_attn", 7, 20, p.Wave,
+		uint32(p.HeadDim), uint32(p.Wave.W), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
+		uint32(p.Bc), uint32(p.RowSlots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1))
+	if err != nil {
+		return err
+	}
+	pushMain := push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale)
+	if p.Splits == 1 {
+		s.Dispatch(main, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, {Buf: f.dummy}},
+			pushMain, uint32(gx), uint32(gy), uint32(gz))
+		return nil
+	}
+	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
+	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
+	reduce, err := f.pipeline("flash_attn_reduce", 3, 16, attention.WaveChoice{})
+	if err != nil {
+		return err
+	}
+	s.Dispatch(main, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, part, ml},
+		pushMain, uint32(gx), uint32(gy), uint32(gz))
+	s.Barrier()
+	s.Dispatch(reduce, []vk.Binding{part, ml, io.Out},
+		push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.HeadDim), uint32(p.Splits)),
+		uint32(sh.Heads), uint32(sh.Queries), 1)
+	return nil
+}
+
+// pipeline returns the memoised pipeline of a shader for its specialization
+// constants; w.Require pins the hardware subgroup size.
+func (f *FlashAttn) pipeline(name string, bindings, pushSize int, w attention.WaveChoice, spec ...uint32) (*vk.Pipeline, error) {
+	sg := 0
+	if w.Require {
+		sg = w.Subgroup
+	}
+	key := pipeKey{name: name, sg: sg}
+	copy(key.spec[:], spec)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.pipes[key]; ok {
+		return p, nil
+	}
+	p, err := f.d.Pipeline(vk.PipelineSpec{Name: name, SPIRV: shaders.SPIRV(name), Bindings: bindings,
+		PushSize: pushSize, Spec: spec, SubgroupSize: sg})
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: pipeline %s %v: %w", name, spec, err)
+	}
+	f.pipes[key] = p
+	return p, nil
+}
+
+func b32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// push encodes push constants: uint32 as is, float32 by its bits.
+func push(vals ...any) []byte {
+	b := make([]byte, 0, 4*len(vals))
+	for _, v := range vals {
+		switch v := v.(type) {
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case float32:
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		default:
+			panic(fmt.Sprintf("flashattn: push constant of type %T", v))
+		}
+	}
+	return b
+}
+
+// need checks that binding b exposes at least n bytes from a 4-byte aligned
+// offset inside its buffer.
+func need(what string, b vk.Binding, n int64) error {
+	if b.Buf == nil {
+		return fmt.Errorf("flashattn: %s: no buffer", what)
+	}
+	size := b.Size
+	if size == 0 {
+		size = b.Buf.Size() - b.Off
+	}
+	if b.Off < 0 || b.Off%4 != 0 || size < n || b.Off+size > b.Buf.Size() {
+		return fmt.Errorf("flashattn: %s: binding of %d bytes at offset %d in a %d-byte buffer, needs %d from a 4-byte boundary",
+			what, size, b.Off, b.Buf.Size(), n)
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package kernels
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+var sweep = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
+
+// The benchmarks use their own device without the validation layer, with
+// timestamps on so that GB/s is GPU time, not submission overhead.
+var (
+	benchOnce sync.Once
+	benchDev  *vk.Device
+	benchK    *Kernels
+	benchErr  error
+)
+
+func benchSetup(b *testing.B) *Kernels {
+	benchOnce.Do(func() {
+		benchDev, benchErr = vk.Open(vk.Options{Device: -1, AllowCPU: true})
+		if benchErr == nil {
+			benchDev.SetProfiling(true)
+			benchK, benchErr = New(benchDev)
+		}
+	})
+	if benchErr != nil {
+		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
+			b.Skipf("no Vulkan device: %v", benchErr)
+		}
+		b.Fatal(benchErr)
+	}
+	return benchK
+}
+
+// The matrices of a Llama-3-8B FFN: up/gate (14336 rows of 4096) and down
+// (4096 rows of 14336).
+var benchShapes = [][2]int{{4096, 14336}, {14336, 4096}}
+
+func BenchmarkMatVecQ4K(b *testing.B)  { benchMatVec(b, quant.Q4_K) }
+func BenchmarkMatVecQ6K(b *testing.B)  { benchMatVec(b, quant.Q6_K) }
+func BenchmarkMatVecQ8_0(b *testing.B) { benchMatVec(b, quant.Q8_0) }
+
+// benchMatVec reports the rate at which the decode kernel (one activation
+// column) reads weight bytes. It cycles through enough copies of the matrix
+// (256 MiB or more) that a GPU's L2 (50 MiB on H100/H200) cannot hold them,
+// with a barrier between dispatches as in a forward pass.
+func benchMatVec(b *testing.B, qt quant.Type) {
+	k := benchSetup(b)
+	shapes := []MatVecShape{k.MatVec}
+	if *sweep {
+		for _, lanes := range []int{32, 64, 128, 256} {
+			for _, rows := range []int{1, 2, 4, 8} {
+				shapes = append(shapes, MatVecShape{Lanes: lanes, Rows: rows})
+			}
+		}
+	}
+	for _, dims := range benchShapes {
+		rows, K := dims[0], dims[1]
+		mats := benchMatrices(b, qt, rows, K, 256<<20)
+		x, err := benchDev.NewBuffer(f32(K), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst, err := benchDev.NewBuffer(f32(rows), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, sh := range shapes {
+			b.Run(fmt.Sprintf("%dx%d/%dl%dr", rows, K, sh.Lanes, sh.Rows), func(b *testing.B) {
+				s := benchDev.NewSequence()
+				defer s.Free()
+				const perCopy = 4
+				for i := 0; i < perCopy*len(mats); i++ {
+					if err := k.MatVecWith(s, whole(dst), whole(mats[i%len(mats)]), whole(x), qt, 1, rows, K, sh); err != nil {
+						b.Fatal(err)
+					}
+					s.Barrier()
+				}
+				if err := s.End(); err != nil {
+					b.Fatal(err)
+				}
+				bytes := mats[0].Size() * int64(perCopy*len(mats))
+				b.SetBytes(bytes)
+				var gpu float64
+				b.ResetTimer()
+				for range b.N {
+					if err := s.Run(); err != nil {
+						b.Fatal(err)
+					}
+					for _, op := range s.Timings() {
+						gpu += op.Micros
+					}
+				}
+				if gpu > 0 {
+					b.ReportMetric(float64(bytes)*float64(b.N)/gpu/1e3, "GB/s")
+					b.ReportMetric(gpu/float64(b.N*perCopy*len(mats)), "us/op")
+				}
+			})
+		}
+		for _, m := range mats {
+			m.Free()
+		}
+		x.Free()
+		dst.Free()
+	}
+}
+
+// benchMatrices returns copies of a rows x K matrix of type qt filling at
+// least minBytes (at least one copy). The values don't matter for bandwidth: 64 random rows are
+// quantized once and repeated, and the copies are made on the device.
+func benchMatrices(b *testing.B, qt quant.Type, rows, K int, minBytes int64) []*vk.Buffer {
+	rb, err := qt.RowBytes(K)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const seedRows = 64
+	seed, err := quant.Quantize(qt, weights(rand.New(rand.NewPCG(1, 2)), seedRows, K))
+	if err != nil {
+		b.Fatal(err)
+	}
+	size := round4(int64(rows) * int64(rb))
+	raw := make([]byte, size)
+	for off := 0; off < len(raw); off += len(seed) {
+		copy(raw[off:], seed)
+	}
+	copies := max(1, int((minBytes+size-1)/size))
+	mats := make([]*vk.Buffer, copies)
+	s := benchDev.NewSequence()
+	defer s.Free()
+	for i := range mats {
+		if mats[i], err = benchDev.NewBuffer(size, false); err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			if err := mats[0].Write(0, raw); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			s.Copy(whole(mats[i]), whole(mats[0]))
+		}
+	}
+	if err := s.End(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Run(); err != nil {
+		b.Fatal(err)
+	}
+	return mats
+}
+
+// BenchmarkMatMulQ4K reports the prefill kernel's rate in TFLOP/s (2*M*N*K
+// per product) for a 512-token batch through the Llama-3-8B FFN matrices.
+// With -sweep it tries several tile shapes.
+func BenchmarkMatMulQ4K(b *testing.B) {
+	k := benchSetup(b)
+	const n = 512
+	tiles := []Tile{k.Tile}
+	if *sweep {
+		tiles = append(tiles,
+			Tile{BM: 16, BN: 16, TM: 2, TN: 2}, Tile{BM: 8, BN: 32, TM: 1, TN: 4},
+			Tile{BM: 32, BN: 8, TM: 4, TN: 1, F16: true}, Tile{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
+			Tile{BM: 32, BN: 64, TM: 4, TN: 8, F16: true}, Tile{BM: 16, BN: 64, TM: 2, TN: 8},
+			Tile{BM: 13, BN: 13, TM: 1, TN: 1})
+	}
+	for _, dims := range benchShapes {
+		rows, K := dims[0], dims[1]
+		// Compute-bound: one matrix, which L2 may as well serve.
+		mats := benchMatrices(b, quant.Q4_K, rows, K, 0)
+		x, err := benchDev.NewBuffer(f32(n*K), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst, err := benchDev.NewBuffer(f32(n*rows), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, tile := range tiles {
+			if k.checkTile(tile, quant.Q4_K) != nil {
+				continue // does not fit this device
+			}
+			b.Run(fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, tile), func(b *testing.B) {
+				s := benchDev.NewSequence()
+				defer s.Free()
+				for i := range mats {
+					if err := k.MatMulTiled(s, whole(dst), whole(mats[i]), whole(x), quant.Q4_K, n, rows, K, tile); err != nil {
+						b.Fatal(err)
+					}
+					s.Barrier()
+				}
+				if err := s.End(); err != nil {
+					b.Fatal(err)
+				}
+				var gpu float64
+				b.ResetTimer()
+				for range b.N {
+					if err := s.Run(); err != nil {
+						b.Fatal(err)
+					}
+					for _, op := range s.Timings() {
+						gpu += op.Micros
+					}
+				}
+				if gpu > 0 {
+					flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
+					b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
+				}
+			})
+		}
+		for _, m := range mats {
+			m.Free()
+		}
+		x.Free()
+		dst.Free()
+	}
+}
