@@ -1,5 +1,7 @@
 package quant
 
+import "encoding/binary"
+
 // Q5_K: super-blocks of 256 values in 176 bytes:
 //
 //	header     bytes 0..15   d, dmin, packed 6-bit scales/mins (kscales.go)
@@ -32,8 +34,11 @@ func dequantizeQ5K(src []byte, dst []float32) {
 	}
 }
 
-// dotQ5K works as dotQ4K, with 32-entry tables of the dequantized values.
+// dotQ5K works as dotQ4K, with 32-entry tables of the dequantized values;
+// as dotQ6K does, it assembles the 5-bit codes of four values at a time in a
+// 32-bit word.
 func dotQ5K(row []byte, x []float32) float32 {
+	const nib, one = 0x0f0f0f0f, 0x01010101
 	var sum float64
 	var a, m [8]float32
 	for i := 0; i < len(x)/kValues; i++ {
@@ -51,17 +56,23 @@ func dotQ5K(row []byte, x []float32) float32 {
 			qs := (*[32]byte)(b[q5KQs+32*g:])
 			lo := (*[32]float32)(xs[64*g:])
 			hi := (*[32]float32)(xs[64*g+32:])
-			sl, sh := uint(2*g), uint(2*g+1)
 			var s0, s1 float32
-			for l, q := range qs {
-				s0 += tl[(q&15|(qh[l]>>sl&1)<<4)&31] * lo[l]
-				s1 += th[(q>>4|(qh[l]>>sh&1)<<4)&31] * hi[l]
+			for l := 0; l < 32; l += 4 {
+				w := binary.LittleEndian.Uint32(qs[l:])
+				h := binary.LittleEndian.Uint32(qh[l:]) >> (2 * g)
+				s0 += dot4Q5K(&tl, w&nib|(h&one)<<4, (*[4]float32)(lo[l:]))
+				s1 += dot4Q5K(&th, w>>4&nib|(h>>1&one)<<4, (*[4]float32)(hi[l:]))
 			}
 			acc += s0 + s1
 		}
 		sum += float64(acc)
 	}
 	return float32(sum)
+}
+
+// dot4Q5K is Σ t[code]·x over the four 5-bit codes held one per byte of c.
+func dot4Q5K(t *[32]float32, c uint32, x *[4]float32) float32 {
+	return t[c&31]*x[0] + t[c>>8&31]*x[1] + t[c>>16&31]*x[2] + t[c>>24&31]*x[3]
 }
 
 func quantizeQ5K(dst []byte, src []float32) error {

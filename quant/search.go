@@ -23,10 +23,13 @@ const (
 	searchStep  = 0.1
 )
 
-// roundLevel rounds v to the nearest integer level and clamps it to [lo, hi].
+// roundLevel clamps v to [lo, hi] and rounds it to the nearest integer
+// level (halves away from zero). It runs for every value under every
+// candidate scale, so it avoids math.Floor's call: after the clamp, adding
+// ±0.5 and truncating rounds, and the conversion cannot overflow.
 func roundLevel(v float64, lo, hi int) int {
-	q := int(math.Floor(v + 0.5))
-	return min(max(q, lo), hi)
+	v = min(max(v, float64(lo)), float64(hi))
+	return int(v + math.Copysign(0.5, v))
 }
 
 // fitSymmetric returns the scale s minimising Σ(x - s·q)² over integer levels

@@ -12,6 +12,7 @@ import (
 	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/gguf"
 	"github.com/vkinfer/vkinfer/model"
+	"github.com/vkinfer/vkinfer/model/synth"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/engine"
 )
@@ -25,6 +26,7 @@ type loadFlags struct {
 	backend string
 	device  int
 	verbose bool
+	profile bool
 }
 
 func (l *loadFlags) register(fs *pflag.FlagSet) {
@@ -35,6 +37,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.backend, "backend", "auto", "cpu, vulkan or auto")
 	fs.IntVar(&l.device, "device", -1, "Vulkan device index from `infer devices` (-1: best)")
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
+	fs.BoolVar(&l.profile, "profile", false, "time every GPU dispatch and print a per-op table at the end")
 }
 
 // load opens the model, picks the backend and places the weights, printing a
@@ -44,7 +47,13 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 	if l.model == "" {
 		return nil, nil, 0, fmt.Errorf("no model given: use -m model.gguf")
 	}
-	f, err := gguf.Open(l.model)
+	// synth:PRESET[:FTYPE] is generated once into the cache and reused;
+	// anything else is a path.
+	path, err := synth.Resolve(l.model)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -62,7 +71,14 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 		return nil, nil, 0, err
 	}
 	printSummary(f, m, be)
-	return m, func() { m.Close(); f.Close() }, time.Since(t0), nil
+	closeAll = func() {
+		if e, ok := be.(*engine.Engine); ok && l.profile {
+			engine.WriteProfile(os.Stderr, e.Profile())
+		}
+		m.Close()
+		f.Close()
+	}
+	return m, closeAll, time.Since(t0), nil
 }
 
 // openBackend picks the backend: auto takes a Vulkan GPU when one exists
@@ -76,7 +92,10 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
 		if err == nil {
 			var e *engine.Engine
-			if e, err = engine.New(dev, true); err == nil {
+			if e, err = engine.New(dev, engine.Options{OwnDevice: true, Profile: l.profile}); err == nil {
+				if l.verbose {
+					fmt.Fprint(os.Stderr, dev.Info().Report())
+				}
 				return e, nil
 			}
 			dev.Close()

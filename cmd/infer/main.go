@@ -16,8 +16,10 @@ import (
 
 // commands maps a subcommand to its entry point; anything else is `run`.
 var commands = map[string]func(args []string) error{
-	"run": runCmd,
-	"gen": genCmd,
+	"run":     runCmd,
+	"gen":     genCmd,
+	"devices": devicesCmd,
+	"check":   checkCmd,
 }
 
 func main() {

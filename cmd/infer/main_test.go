@@ -142,3 +142,20 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestDevicesAndCheck runs `infer devices` and `infer check` on lavapipe:
+// the GPU engine must match the CPU engine on a synthetic Q4_K_M model.
+func TestDevicesAndCheck(t *testing.T) {
+	r := infer(t, "devices")
+	if r.code != 0 || !strings.Contains(r.stdout, "subgroup") || !strings.Contains(r.stdout, "shared memory") {
+		t.Fatalf("devices: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if r := infer(t, "gen", "--preset", "tiny", "-o", path); r.code != 0 {
+		t.Fatalf("gen: exit %d: %s", r.code, r.stderr)
+	}
+	r = infer(t, "check", "-m", path, "-n", "12")
+	if r.code != 0 || !strings.Contains(r.stdout, "top-1 agrees at 12/12") {
+		t.Fatalf("check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

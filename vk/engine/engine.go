@@ -12,24 +12,31 @@ import (
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
+// Options configure the engine.
+type Options struct {
+	OwnDevice bool // close the device with the engine
+	Profile   bool // time every dispatch; see Profile
+}
+
 // Engine is the Vulkan backend.
 type Engine struct {
 	dev     *vk.Device
-	ownDev  bool
+	o       Options
+	prof    map[string]*OpStat
 	k       *kernels.Kernels
 	weights arena
 	cache   backend.Cache
 	kc, vc  []*vk.Buffer // per layer f16 [Context][KVDim]
 }
 
-// New builds the backend on an open device. The engine closes the device
-// with itself when own is set.
-func New(dev *vk.Device, own bool) (*Engine, error) {
+// New builds the backend on an open device.
+func New(dev *vk.Device, o Options) (*Engine, error) {
 	k, err := kernels.New(dev)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{dev: dev, ownDev: own, k: k}
+	dev.SetProfiling(o.Profile)
+	e := &Engine{dev: dev, o: o, k: k, prof: map[string]*OpStat{}}
 	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
 	return e, nil
 }
@@ -148,7 +155,7 @@ func (e *Engine) Close() {
 	e.freeCache()
 	e.weights.free()
 	e.k.Close()
-	if e.ownDev {
+	if e.o.OwnDevice {
 		e.dev.Close()
 	}
 }

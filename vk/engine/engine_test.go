@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/backend"
@@ -29,7 +30,7 @@ func open(t *testing.T) *engine.Engine {
 		}
 		t.Fatalf("Vulkan device needed for this test (set VKINFER_NO_VULKAN=1 to skip): %v", err)
 	}
-	e, err := engine.New(dev, true)
+	e, err := engine.New(dev, engine.Options{OwnDevice: true})
 	if err != nil {
 		dev.Close()
 		t.Fatal(err)
@@ -107,5 +108,25 @@ func TestMatchesCPU(t *testing.T) {
 				t.Fatalf("GPU logits differ from the CPU engine's by %.3g (max |logit| %.3g)", worst, scale)
 			}
 		})
+	}
+}
+
+// TestReserveRefusesOversizedModel checks that a model larger than the
+// device's memory is refused before any upload, naming what it needs and
+// what the device has.
+func TestReserveRefusesOversizedModel(t *testing.T) {
+	e := open(t)
+	defer e.Close()
+	err := e.Reserve(1<<50, backend.Cache{Layers: 32, Context: 8192, KVDim: 1024})
+	if err == nil {
+		t.Fatal("a 1 PiB model was accepted")
+	}
+	for _, want := range []string{"needs 1101005.86 GiB", "weights 1048576.00 GiB", "KV cache 1.00 GiB at context 8192", "free"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if err := e.Reserve(1<<20, backend.Cache{Layers: 1, Context: 16, KVDim: 8}); err != nil {
+		t.Fatalf("a 1 MiB model was refused: %v", err)
 	}
 }

@@ -215,6 +215,9 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 	if err := p.seq.Run(); err != nil {
 		return fmt.Errorf("vulkan: %w", err)
 	}
+	if p.e.o.Profile {
+		p.e.account(p.n, p.seq.Timings())
+	}
 	if p.host != nil {
 		if err := p.host.ReadF32(0, out); err != nil {
 			return fmt.Errorf("vulkan: reading outputs: %w", err)
