@@ -1,6 +1,9 @@
 package quant
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // Q4_K and Q5_K share the header of their 256-value super-blocks:
 //
@@ -51,6 +54,37 @@ func packKScales(sc, mn *[8]uint8) (p [12]byte) {
 	return p
 }
 
+// nearestKPair returns the 6-bit (scale, min) pair, among the rounded fit
+// (sc, mn) and its neighbours ±1, under which x quantizes with the least
+// squared error. Rounding the fitted pair to the nearest 6-bit values
+// independently ignores how the levels then fall; the neighbour search cut
+// Q4_K's error by about 1% (on the stories260K weights, from up to 1.8%
+// above llama.cpp's to at most 0.2% above) for 9 more level roundings per
+// value. The same search over Q6_K's 8-bit scales gained only 0.3%.
+func nearestKPair(x []float32, nmax int, d, dmin float32, sc, mn int) (uint8, uint8) {
+	bestS, bestM, best := sc, mn, math.Inf(1)
+	for cs := max(sc-1, 0); cs <= min(sc+1, 63); cs++ {
+		for cm := max(mn-1, 0); cm <= min(mn+1, 63); cm++ {
+			if e := affineLevelError(x, d*float32(cs), dmin*float32(cm), nmax); e < best {
+				bestS, bestM, best = cs, cm, e
+			}
+		}
+	}
+	return uint8(bestS), uint8(bestM)
+}
+
+// affineLevelError is Σ(x − (a·q − b))² with every q the nearest level in
+// [0, nmax].
+func affineLevelError(x []float32, a, b float32, nmax int) float64 {
+	ia, fmax := inverse(a), float64(nmax)
+	var e float64
+	for _, v := range x {
+		r := float64(v) - (float64(a)*nearestLevel((float64(v)+float64(b))*ia, 0, fmax) - float64(b))
+		e += r * r
+	}
+	return e
+}
+
 // kHeaderValues decodes a K header into the per-sub-block factors of
 // x = a[j]·q − b[j]. (Results go through pointers: it runs once per block
 // of the dot product and is too large to inline, so returned arrays would
@@ -66,11 +100,11 @@ func kHeaderValues(h *[kHeader]byte, a, b *[8]float32) {
 
 // quantizeKSuper quantizes one 256-value super-block with levels 0..nmax
 // (15 for Q4_K, 31 for Q5_K): it fits each sub-block's scale and min by
-// least squares (fitAffine), rounds the largest of each to d·63 and
-// dmin·63 with d and dmin in f16, rounds every sub-block's pair to 6 bits
-// against them, writes the header, and finally rounds every value to its
-// level under the scale and min as stored, so the levels fit what a reader
-// will decode rather than the unrounded fit.
+// least squares (fitAffine), sets d and dmin (f16) so that the largest scale
+// and the largest min are 63 of them, rounds every sub-block's pair to 6
+// bits against d and dmin, writes the header, and finally rounds every value
+// to its level under the scale and min as stored, so the levels fit what a
+// reader will decode rather than the unrounded fit.
 func quantizeKSuper(x *[kValues]float32, nmax int, h *[kHeader]byte, q *[kValues]uint8) error {
 	var s, m [8]float32
 	var maxS, maxM float32
@@ -89,8 +123,8 @@ func quantizeKSuper(x *[kValues]float32, nmax int, h *[kHeader]byte, q *[kValues
 	var sc, mn [8]uint8
 	id, im := inverse(d), inverse(dmin)
 	for j := range 8 {
-		sc[j] = uint8(roundLevel(float64(s[j])*id, 0, 63))
-		mn[j] = uint8(roundLevel(float64(m[j])*im, 0, 63))
+		sc[j], mn[j] = nearestKPair(x[kSubValues*j:kSubValues*(j+1)], nmax, d, dmin,
+			roundLevel(float64(s[j])*id, 0, 63), roundLevel(float64(m[j])*im, 0, 63))
 	}
 	binary.LittleEndian.PutUint16(h[0:], dBits)
 	binary.LittleEndian.PutUint16(h[2:], mBits)

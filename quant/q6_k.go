@@ -138,5 +138,3 @@ func quantizeQ6K(dst []byte, src []float32) error {
 	}
 	return nil
 }
-
-func abs32(v float32) float32 { return max(v, -v) }

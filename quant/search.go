@@ -17,19 +17,39 @@ import (
 // to f16 or to 6/8 bits.
 
 // searchSteps is the number of candidates on each side of the max-abs one;
-// candidate k moves the level the extreme value lands on by k·searchStep.
+// candidate k moves the level the extreme value lands on by k·searchStep,
+// so the fan spans ±1 level. Eleven candidates measured as good as 21 (steps
+// of 0.1) to three significant digits of the RMS error at half the time;
+// five lose 0.3-1%.
 const (
-	searchSteps = 10
-	searchStep  = 0.1
+	searchSteps = 5
+	searchStep  = 0.2
 )
 
-// roundLevel clamps v to [lo, hi] and rounds it to the nearest integer
-// level (halves away from zero). It runs for every value under every
-// candidate scale, so it avoids math.Floor's call: after the clamp, adding
-// ±0.5 and truncating rounds, and the conversion cannot overflow.
+// roundMagic is 1.5·2^52: adding and subtracting it rounds a float64 of
+// magnitude below 2^51 to the nearest integer (ties to even) within the float
+// unit, with no conversion to int and back.
+const roundMagic = 0x1.8p52
+
+// nearestLevel rounds v to the nearest integer and clamps it to [lo, hi]
+// (integers). It runs for every value under every candidate scale, so it
+// stays in float64; replacing math.Floor and a clamp through int with it
+// halved the quantizers' time. A v too large for the trick is clamped all
+// the same.
+func nearestLevel(v, lo, hi float64) float64 {
+	q := (v + roundMagic) - roundMagic
+	if q < lo {
+		q = lo
+	}
+	if q > hi {
+		q = hi
+	}
+	return q
+}
+
+// roundLevel is nearestLevel for integer levels.
 func roundLevel(v float64, lo, hi int) int {
-	v = min(max(v, float64(lo)), float64(hi))
-	return int(v + math.Copysign(0.5, v))
+	return int(nearestLevel(v, float64(lo), float64(hi)))
 }
 
 // fitSymmetric returns the scale s minimising Σ(x - s·q)² over integer levels
@@ -46,12 +66,13 @@ func fitSymmetric(x []float32, lo, hi int) float32 {
 	if m == 0 {
 		return 0
 	}
+	flo, fhi := float64(lo), float64(hi)
 	var best, bestScore float64
 	for k := -searchSteps; k <= searchSteps; k++ {
-		iscale := (float64(lo) - searchStep*float64(k)) / m
+		iscale := (flo - searchStep*float64(k)) / m
 		var sxq, sqq float64
 		for _, v := range x {
-			q := float64(roundLevel(iscale*float64(v), lo, hi))
+			q := nearestLevel(iscale*float64(v), flo, fhi)
 			sxq += float64(v) * q
 			sqq += q * q
 		}
@@ -79,14 +100,14 @@ func fitAffine(x []float32, nmax int) (s, m float32) {
 	if hi <= lo { // every value equals lo ≤ 0: exact with q = 0
 		return 0, float32(-lo)
 	}
-	n := float64(len(x))
+	n, fmax := float64(len(x)), float64(nmax)
 	var bestS, bestC float64
 	bestScore := math.Inf(-1)
 	for k := -searchSteps; k <= searchSteps; k++ {
-		iscale := (float64(nmax) + searchStep*float64(k)) / (hi - lo)
+		iscale := (fmax + searchStep*float64(k)) / (hi - lo)
 		var sq, sqq, sxq float64
 		for _, v := range x {
-			q := float64(roundLevel(iscale*(float64(v)-lo), 0, nmax))
+			q := nearestLevel(iscale*(float64(v)-lo), 0, fmax)
 			sq += q
 			sqq += q * q
 			sxq += float64(v) * q
@@ -138,6 +159,8 @@ func superScaleHalf(s float32) (bits uint16, v float32, err error) {
 	return bits, v, err
 }
 
+func abs32(v float32) float32 { return max(v, -v) }
+
 // inverse returns 1/s, or 0 for s = 0 so that every value of an all-zero
 // block gets level 0.
 func inverse(s float32) float64 {
@@ -174,10 +197,10 @@ func quantizeSymmetric(x []float32, lo, hi int, q []int8) (uint16, error) {
 
 // levelError is Σ(x − d·q)² with every q the nearest level in [lo, hi].
 func levelError(x []float32, d float32, lo, hi int) float64 {
-	id := inverse(d)
+	id, flo, fhi := inverse(d), float64(lo), float64(hi)
 	var e float64
 	for _, v := range x {
-		r := float64(v) - float64(d)*float64(roundLevel(float64(v)*id, lo, hi))
+		r := float64(v) - float64(d)*nearestLevel(float64(v)*id, flo, fhi)
 		e += r * r
 	}
 	return e

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #ifdef _WIN32
+#include <stdio.h>
 #include <windows.h>
 #else
 #include <dlfcn.h>

@@ -20,7 +20,7 @@ import (
 type Options struct {
 	Device     int  // index into Devices(); -1 = choose (discrete > integrated > virtual; CPU drivers only if AllowCPU or nothing else exists)
 	AllowCPU   bool // let -1 choose a CPU driver such as lavapipe even when a GPU exists
-	Validation bool // enable VK_LAYER_KHRONOS_validation and record every warning and error it reports
+	Validation bool // enable VK_LAYER_KHRONOS_validation and record every warning and error it reports (Messages); info and verbose messages are loader chatter and are not kept
 }
 
 // Device is an open logical device with one compute queue. Its methods are

@@ -10,9 +10,7 @@ import (
 
 func TestDevicesLavapipe(t *testing.T) {
 	devs, err := Devices()
-	if err != nil {
-		t.Fatalf("Devices: %v", err)
-	}
+	needVulkan(t, err)
 	if len(devs) == 0 {
 		t.Fatal("Devices: none")
 	}
@@ -82,7 +80,9 @@ func TestOpenInfoMatchesDevices(t *testing.T) {
 }
 
 func TestOpenBadIndex(t *testing.T) {
-	_, err := Open(Options{Device: 99})
+	_, err := Devices()
+	needVulkan(t, err)
+	_, err = Open(Options{Device: 99})
 	if err == nil || !strings.Contains(err.Error(), "device 99 does not exist") {
 		t.Fatalf("Open(Device: 99) = %v, want a 'does not exist' error", err)
 	}
@@ -92,9 +92,7 @@ func TestOpenBadIndex(t *testing.T) {
 // through the binding must produce a message.
 func TestValidationIsRecorded(t *testing.T) {
 	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	needVulkan(t, err)
 	var buf vk.Buffer
 	// Size 0 violates VUID-VkBufferCreateInfo-size-00912.
 	ci := &vk.BufferCreateInfo{SType: vk.StructureTypeBufferCreateInfo, Size: 0, Usage: vk.BufferUsageFlags(bufferUsage)}
@@ -143,5 +141,24 @@ func TestChoose(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: got %v, %v; want %s", c.name, got, err, c.want.info.Name)
 		}
+	}
+}
+
+func TestMissingLoader(t *testing.T) {
+	_, err := openLoader("libvkinfer-no-such-loader.so.1")
+	if err == nil || !strings.Contains(err.Error(), "vulkan: cannot load libvkinfer-no-such-loader.so.1") ||
+		!strings.Contains(err.Error(), "install the Vulkan loader") {
+		t.Fatalf("openLoader of a missing library = %v", err)
+	}
+}
+
+func TestMissingValidationLayer(t *testing.T) {
+	_, err := Devices()
+	needVulkan(t, err)
+	// The loader looks for explicit layers only in VK_LAYER_PATH when set.
+	t.Setenv("VK_LAYER_PATH", t.TempDir())
+	_, err = Open(Options{Device: -1, AllowCPU: true, Validation: true})
+	if err == nil || !strings.Contains(err.Error(), "VK_LAYER_KHRONOS_validation is not installed") {
+		t.Fatalf("Open with no layers on the path = %v", err)
 	}
 }

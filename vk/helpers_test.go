@@ -17,12 +17,7 @@ func openTest(t testing.TB) *Device {
 		t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	}
 	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true})
-	if err != nil {
-		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
-			t.Skipf("no Vulkan (VKINFER_NO_VULKAN=1): %v", err)
-		}
-		t.Fatalf("Open: %v (set VKINFER_NO_VULKAN=1 to skip on machines without Vulkan)", err)
-	}
+	needVulkan(t, err)
 	t.Cleanup(func() {
 		d.Close()
 		for _, m := range d.Messages() {
@@ -30,6 +25,19 @@ func openTest(t testing.TB) *Device {
 		}
 	})
 	return d
+}
+
+// needVulkan fails on err, or skips when VKINFER_NO_VULKAN=1 says the
+// machine has no Vulkan.
+func needVulkan(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("VKINFER_NO_VULKAN") == "1" {
+		t.Skipf("no Vulkan (VKINFER_NO_VULKAN=1): %v", err)
+	}
+	t.Fatalf("%v (set VKINFER_NO_VULKAN=1 to skip on machines without Vulkan)", err)
 }
 
 func must(t testing.TB, err error) {

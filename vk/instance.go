@@ -168,9 +168,13 @@ func newInstance(validation bool) (*instance, error) {
 		PpEnabledExtensionNames: extNames,
 	}
 	var h vk.Instance // a local: cgo refuses pointers into structs holding Go pointers
-	if err := check("creating instance", int32(vk.CreateInstance(ci, nil, &h))); err != nil {
+	if r := int32(vk.CreateInstance(ci, nil, &h)); r != resSuccess {
 		in.releaseLog()
-		return nil, err
+		if r == resIncompatibleDriver {
+			// What the loader returns when it finds no driver at all.
+			return nil, fmt.Errorf("vulkan: no compatible Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); install one, e.g. mesa-vulkan-drivers or the GPU vendor's driver")
+		}
+		return nil, check("creating instance", r)
 	}
 	in.h = h
 	in.id = uint64(uintptr(unsafe.Pointer(in.h)))

@@ -46,12 +46,9 @@ func loaderName() string {
 func load() (unsafe.Pointer, error) {
 	loader.once.Do(func() {
 		name := loaderName()
-		cname := C.CString(name)
-		defer C.free(unsafe.Pointer(cname))
-		var msg [512]C.char
-		gipa := C.vkr_load(cname, &msg[0], C.size_t(len(msg)))
-		if gipa == nil {
-			loader.err = fmt.Errorf("vulkan: cannot load %s: %s (install the Vulkan loader, e.g. libvulkan1)", name, C.GoString(&msg[0]))
+		gipa, err := openLoader(name)
+		if err != nil {
+			loader.err = err
 			return
 		}
 		vk.SetGetInstanceProcAddr(gipa)
@@ -62,6 +59,18 @@ func load() (unsafe.Pointer, error) {
 		loader.gipa = gipa
 	})
 	return loader.gipa, loader.err
+}
+
+// openLoader opens the named library and returns its vkGetInstanceProcAddr.
+func openLoader(name string) (unsafe.Pointer, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var msg [512]C.char
+	gipa := C.vkr_load(cname, &msg[0], C.size_t(len(msg)))
+	if gipa == nil {
+		return nil, fmt.Errorf("vulkan: cannot load %s: %s (install the Vulkan loader, e.g. libvulkan1)", name, C.GoString(&msg[0]))
+	}
+	return gipa, nil
 }
 
 // initBinding must run after the first instance exists: the binding's device

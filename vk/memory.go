@@ -244,6 +244,13 @@ func (d *Device) staged(b *Buffer, off int64, n int, fill, drain func(st *Buffer
 	if err != nil {
 		return err
 	}
+	// Read-locked so that Close cannot release the staging buffer and its
+	// sequence mid-copy.
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if err := d.alive(); err != nil {
+		return err
+	}
 	for done := 0; done < n; {
 		c := int(min(int64(n-done), st.size))
 		at := Binding{Buf: b, Off: off + int64(done), Size: int64(c)}

@@ -63,15 +63,21 @@ func TestBufferRoundTripLargerThanStaging(t *testing.T) {
 func TestBufferErrors(t *testing.T) {
 	d := openTest(t)
 	info := d.Info()
-	for _, c := range []struct {
+	cases := []struct {
 		size int64
 		want string
 	}{
 		{0, "size must be positive"},
 		{-5, "size must be positive"},
 		{int64(info.MaxAllocation) + 1, "exceeds the device's largest allocation"},
-		{int64(info.MaxStorageRange) + 1, "largest storage buffer range"},
-	} {
+	}
+	if info.MaxStorageRange < info.MaxAllocation { // lavapipe: 128 MiB < 2 GiB
+		cases = append(cases, struct {
+			size int64
+			want string
+		}{int64(info.MaxStorageRange) + 1, "largest storage buffer range"})
+	}
+	for _, c := range cases {
 		if _, err := d.NewBuffer(c.size, false); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewBuffer(%d) = %v, want %q", c.size, err, c.want)
 		}

@@ -23,7 +23,6 @@ const (
 	stFloat16Int8Features           = 1000082000
 	st16BitStorageFeatures          = 1000083000
 	stSubgroupProperties            = 1000094000
-	stDebugUtilsCallbackData        = 1000128003
 	stDebugUtilsMessengerCreateInfo = 1000128004
 	stSMBuiltinsPropertiesNV        = 1000154001
 	stMaintenance3Properties        = 1000168000

@@ -109,7 +109,6 @@ func TestStructureTypes(t *testing.T) {
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES":             stFloat16Int8Features,
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES":                   st16BitStorageFeatures,
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES":                      stSubgroupProperties,
-		"VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CALLBACK_DATA_EXT":                  stDebugUtilsCallbackData,
 		"VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT":                    stDebugUtilsMessengerCreateInfo,
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV":         stSMBuiltinsPropertiesNV,
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES":                 stMaintenance3Properties,

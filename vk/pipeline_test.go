@@ -129,7 +129,9 @@ func TestDispatchErrors(t *testing.T) {
 		{"range", func(s *Sequence) {
 			s.Dispatch(p, []Binding{{Buf: b, Off: 512, Size: 1024}, {Buf: b}}, push(uint32(1), float32(1)), 1, 1, 1)
 		}, "outside the 1024-byte buffer"},
-		{"groups", func(s *Sequence) { s.Dispatch(p, []Binding{{Buf: b}, {Buf: b}}, push(uint32(1), float32(1)), 1<<31, 1, 1) }, "workgroups exceed"},
+		{"groups", func(s *Sequence) {
+			s.Dispatch(p, []Binding{{Buf: b}, {Buf: b}}, push(uint32(1), float32(1)), 1<<31, 1, 1)
+		}, "workgroups exceed"},
 		{"nil pipeline", func(s *Sequence) { s.Dispatch(nil, nil, nil, 1, 1, 1) }, "pipeline is nil"},
 		{"after end", func(s *Sequence) { must(t, s.End()); s.Barrier() }, "after End"},
 	} {

@@ -111,9 +111,7 @@ func TestDispatchAllocs(t *testing.T) {
 // in production.
 func BenchmarkDispatchRecord(b *testing.B) {
 	d, err := Open(Options{Device: -1, AllowCPU: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	needVulkan(b, err)
 	defer d.Close()
 	p := saxpy(b, d, 64)
 	xb, err := d.NewBuffer(4096, false)

@@ -21,26 +21,24 @@ type Heap struct {
 
 // DeviceInfo describes a physical device.
 type DeviceInfo struct {
-	Index                           int
-	Name, Driver, DriverInfo        string
-	VendorID, DeviceID              uint32
-	Type                            string // "discrete", "integrated", "virtual", "cpu", "other"
-	APIVersion                      string
-	DriverVersion                   uint32
-	UUID                            [16]byte
-	SubgroupSize, MinSubgroupSize   int
-	MaxSubgroupSize                 int
-	SizeControl                     bool // required subgroup sizes usable in compute shaders
-	SharedMemory                    int  // maxComputeSharedMemorySize
-	MaxWorkgroupInvocations         int
-	MaxWorkgroupCount               [3]uint32
-	MaxAllocation, MaxStorageRange  uint64 // clamped to the largest device-local heap
-	Heaps                           []Heap
-	FP16, Int8, Storage16, Storage8 bool
-	IntegerDot, CoopMatrix          bool
-	ComputeUnits                    int // AMD shader core or NVIDIA SM count; 0 if unknown
-	TimestampPeriod                 float32
-	TimestampValid                  bool
+	Index                                                   int // position in Devices()
+	Name, Driver, DriverInfo                                string
+	VendorID, DeviceID                                      uint32
+	Type                                                    string // "discrete", "integrated", "virtual", "cpu", "other"
+	APIVersion                                              string // the device's Vulkan version, "1.3.230"
+	DriverVersion                                           uint32 // packed as the vendor chooses; Report decodes it
+	UUID                                                    [16]byte
+	SubgroupSize, MinSubgroupSize, MaxSubgroupSize          int
+	SizeControl                                             bool // a compute shader may require a subgroup size (with full subgroups)
+	SharedMemory                                            int  // maxComputeSharedMemorySize in bytes
+	MaxWorkgroupInvocations                                 int
+	MaxWorkgroupCount                                       [3]uint32
+	MaxAllocation, MaxStorageRange                          uint64 // bytes, clamped to the largest device-local heap
+	Heaps                                                   []Heap
+	FP16, Int8, Storage16, Storage8, IntegerDot, CoopMatrix bool
+	ComputeUnits                                            int     // AMD shader core or NVIDIA SM count; 0 if unknown
+	TimestampPeriod                                         float32 // nanoseconds per timestamp tick
+	TimestampValid                                          bool    // the compute queue writes timestamps
 }
 
 // physical is what querying one physical device yields: the public report

@@ -225,8 +225,8 @@ func (s *Sequence) Dispatch(p *Pipeline, bind []Binding, push []byte, x, y, z ui
 		s.fail("dispatch %s: %d bytes of push constants, the pipeline has %d", p.spec.Name, len(push), p.spec.PushSize)
 		return
 	}
-	if max := s.d.info.MaxWorkgroupCount; x > max[0] || y > max[1] || z > max[2] {
-		s.fail("dispatch %s: %d×%d×%d workgroups exceed the device's %d×%d×%d", p.spec.Name, x, y, z, max[0], max[1], max[2])
+	if lim := s.d.info.MaxWorkgroupCount; x > lim[0] || y > lim[1] || z > lim[2] {
+		s.fail("dispatch %s: %d×%d×%d workgroups exceed the device's %d×%d×%d", p.spec.Name, x, y, z, lim[0], lim[1], lim[2])
 		return
 	}
 	sc := s.sc

@@ -19,6 +19,7 @@ var commands = map[string]func(args []string) error{
 	"run":     runCmd,
 	"gen":     genCmd,
 	"devices": devicesCmd,
+	"bench":   benchCmd,
 	"check":   checkCmd,
 }
 

@@ -66,14 +66,15 @@ vec4 dq_i8x4(uint w) {
 
 // Q4_K / Q5_K sub-block is (0..7): 6-bit scale and min from scales[12]
 // (held in words s0, s1, s2), as ggml's get_scale_min_k4.
+// Both cases are computed and selected: lanes of one step hold different
+// sub-blocks, and a select does not diverge.
 vec2 dq_scale_min_k4(uint s0, uint s1, uint s2, uint is) {
-    if (is < 4u) {
-        return vec2(bitfieldExtract(s0, int(8u * is), 6), bitfieldExtract(s1, int(8u * is), 6));
-    }
-    int k = int(8u * (is - 4u));
+    int k = int(8u * (is & 3u));
+    uvec2 lo = uvec2(bitfieldExtract(s0, k, 6), bitfieldExtract(s1, k, 6));
     uint e = bitfieldExtract(s2, k, 8);
-    return vec2((e & 15u) | (bitfieldExtract(s0, k + 6, 2) << 4),
-                (e >> 4) | (bitfieldExtract(s1, k + 6, 2) << 4));
+    uvec2 hi = uvec2((e & 15u) | (bitfieldExtract(s0, k + 6, 2) << 4),
+                     (e >> 4) | (bitfieldExtract(s1, k + 6, 2) << 4));
+    return vec2(is < 4u ? lo : hi);
 }
 
 // dq_off: offset, within its block, of the first of the 4 values in v[i]

@@ -3,9 +3,10 @@
 // activation columns of decode, W in any dequant.glsl format.
 //
 // One workgroup (the lane group) owns ROWS consecutive rows. Its WG lanes
-// walk each row's 16-value pieces in order, so the lanes of one step read
-// whole superblocks as one contiguous span; each dequantized piece is used
-// for all NCOLS columns. Partial sums are f32 and meet in wg_reduce.
+// walk each row's 16-value pieces in order, UNROLL consecutive pieces per
+// lane per step, so the lanes of one step read whole superblocks as one
+// contiguous span; each dequantized piece is used for all NCOLS columns.
+// Partial sums are f32 and meet in wg_reduce.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
@@ -16,6 +17,7 @@ layout(constant_id = 1) const uint QTYPE = 12;
 layout(constant_id = 2) const uint NCOLS = 1;
 layout(constant_id = 3) const uint ROWS = 2;
 layout(constant_id = 4) const uint NSG = 8;
+layout(constant_id = 5) const uint UNROLL = 1; // consecutive pieces per lane per step
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
@@ -29,6 +31,9 @@ layout(push_constant) uniform Push {
 } pc;
 
 #include "dequant.glsl"
+// When UNROLL divides QPIECES a lane's pieces lie in one block and the
+// pieces of a row are a whole number of steps.
+const bool SAMEBLOCK = QPIECES % UNROLL == 0u;
 #define RED_N (ROWS * NCOLS)
 #include "reduce.glsl"
 
@@ -44,22 +49,32 @@ void main() {
     for (uint i = 0u; i < RED_N; i++) {
         red_v[i] = 0.0;
     }
-    for (uint it = gl_LocalInvocationID.x; it < items; it += WG) {
-        uint blk = it / QPIECES, p = it % QPIECES;
-        uint k0 = blk * QK;
-        for (uint r = 0u; r < ROWS; r++) {
-            if (row0 + r >= pc.M) {
-                break;
-            }
-            vec4 v[4];
-            dq_piece((row0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - k0, v);
-            for (uint i = 0u; i < 4u; i++) {
-                uint k = k0 + dq_off(p, i);
-                if (QFLOAT && k >= pc.K) {
-                    break; // past the end of a partial float block
-                }
-                for (uint n = 0u; n < NCOLS; n++) {
-                    red_v[r * NCOLS + n] += dot(v[i], x4[(n * pc.K + k) >> 2]);
+    uint lastX4 = pc.K / 4u - 1u; // last vec4 of an x row
+    for (uint it0 = gl_LocalInvocationID.x * UNROLL; it0 < items; it0 += WG * UNROLL) {
+        // The body is branch-free so that the compiler can issue the loads
+        // of all UNROLL x ROWS pieces before using any: decode is bound by
+        // how many bytes each lane has in flight, not by arithmetic.
+        for (uint u = 0u; u < UNROLL; u++) {
+            uint it = SAMEBLOCK ? it0 + u : min(it0 + u, items - 1u);
+            uint blk = (SAMEBLOCK ? it0 : it) / QPIECES, p = it % QPIECES;
+            uint k0 = blk * QK;
+            for (uint r = 0u; r < ROWS; r++) {
+                // Rows past M are clamped rather than skipped (their sums
+                // are never written), for the same reason.
+                uint row = min(row0 + r, pc.M - 1u);
+                vec4 v[4];
+                dq_piece(row * pc.rowBytes + blk * QBYTES, p, pc.K - k0, v);
+                for (uint i = 0u; i < 4u; i++) {
+                    uint k4 = (k0 + dq_off(p, i)) / 4u;
+                    if (QFLOAT) {
+                        k4 = min(k4, lastX4); // past a partial float block v[i] is 0
+                    }
+                    if (!SAMEBLOCK && it0 + u >= items) {
+                        v[i] = vec4(0.0); // a clamped duplicate of the last piece
+                    }
+                    for (uint n = 0u; n < NCOLS; n++) {
+                        red_v[r * NCOLS + n] += dot(v[i], x4[n * (pc.K / 4u) + k4]);
+                    }
                 }
             }
         }

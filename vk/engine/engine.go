@@ -16,6 +16,7 @@ import (
 type Options struct {
 	OwnDevice bool // close the device with the engine
 	Profile   bool // time every dispatch; see Profile
+	Wave      int  // flash-attention wave: 0 = auto (the device's native subgroup size), 32 or 64
 }
 
 // Engine is the Vulkan backend.
@@ -39,6 +40,16 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	e := &Engine{dev: dev, o: o, k: k, prof: map[string]*OpStat{}}
 	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
 	return e, nil
+}
+
+// Wave returns the wave the flash-attention kernel uses and the hardware
+// subgroup size it actually runs with, which benchmarks record side by side.
+func (e *Engine) Wave() (requested, subgroup int) {
+	sub := e.dev.Info().SubgroupSize
+	if e.o.Wave == 0 {
+		return sub, sub
+	}
+	return e.o.Wave, sub
 }
 
 // Device is the device the engine runs on.

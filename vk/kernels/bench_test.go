@@ -56,9 +56,11 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 	k := benchSetup(b)
 	shapes := []MatVecShape{k.MatVec}
 	if *sweep {
-		for _, lanes := range []int{32, 64, 128, 256} {
-			for _, rows := range []int{1, 2, 4, 8} {
-				shapes = append(shapes, MatVecShape{Lanes: lanes, Rows: rows})
+		for _, lanes := range []int{32, 64, 128} {
+			for _, rows := range []int{1, 2, 4} {
+				for _, unroll := range []int{1, 2, 4, 8} {
+					shapes = append(shapes, MatVecShape{Lanes: lanes, Rows: rows, Unroll: unroll})
+				}
 			}
 		}
 	}
@@ -74,7 +76,7 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 			b.Fatal(err)
 		}
 		for _, sh := range shapes {
-			b.Run(fmt.Sprintf("%dx%d/%dl%dr", rows, K, sh.Lanes, sh.Rows), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%dx%d/%s", rows, K, sh), func(b *testing.B) {
 				s := benchDev.NewSequence()
 				defer s.Free()
 				const perCopy = 4

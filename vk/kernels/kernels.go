@@ -36,9 +36,20 @@ const MaxMatVecCols = 8
 type MatVecShape struct {
 	Lanes int // invocations per workgroup (the lane group)
 	Rows  int // rows of the weight matrix per workgroup
+	// Unroll is the number of consecutive 16-value pieces a lane decodes
+	// per step; with Rows it sets the bytes each lane has in flight.
+	Unroll int
 	// Wave is the subgroup size to require of the driver, 0 for its own
 	// choice. The kernel is correct for any subgroup size either way.
 	Wave int
+}
+
+func (s MatVecShape) String() string {
+	w := ""
+	if s.Wave != 0 {
+		w = fmt.Sprintf("w%d", s.Wave)
+	}
+	return fmt.Sprintf("%dl%dr%du%s", s.Lanes, s.Rows, s.Unroll, w)
 }
 
 // Tile is the geometry of the prefill matrix-matrix kernel: a workgroup
@@ -110,7 +121,7 @@ func New(d *vk.Device) (*Kernels, error) {
 		dev:    d,
 		info:   d.Info(),
 		dummy:  dummy,
-		MatVec: MatVecShape{Lanes: 64, Rows: 2},
+		MatVec: MatVecShape{Lanes: 64, Rows: 2, Unroll: 2},
 		Tile:   Tile{BM: 16, BN: 32, TM: 2, TN: 4},
 	}, nil
 }
@@ -144,17 +155,17 @@ func (k *Kernels) subgroups(n int) uint32 {
 	return uint32(ceil(n, max(narrowest, 1)))
 }
 
-// grid folds a count of workgroups into x*y under the device's per-dimension
-// limit; shaders recover the linear index and skip the excess.
+// gridX is the widest x extent grid uses: the Vulkan minimum of
+// maxComputeWorkGroupCount[0], so that grids fold alike on every device.
+const gridX = 65535
+
+// grid folds a count of workgroups into x*y; shaders recover the linear
+// index and skip the excess.
 func (k *Kernels) grid(groups int) (x, y uint32) {
-	limit := int(k.info.MaxWorkgroupCount[0])
-	if limit <= 0 {
-		limit = 65535 // the Vulkan minimum
-	}
-	if groups <= limit {
+	if groups <= gridX {
 		return uint32(groups), 1
 	}
-	return uint32(limit), uint32(ceil(groups, limit))
+	return gridX, uint32(ceil(groups, gridX))
 }
 
 // push encodes push constants: uint32 as is, float32 by its bits.

@@ -81,11 +81,11 @@ func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type,
 	if n > MaxMatVecCols {
 		return fmt.Errorf("kernels: matvec: %d columns, at most %d", n, MaxMatVecCols)
 	}
-	if sh.Lanes < 1 || sh.Rows < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
+	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
 		return fmt.Errorf("kernels: matvec: shape %+v", sh)
 	}
 	p, err := k.pipeline("matvec", 3, 16, sh.Wave,
-		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes))
+		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
 	if err != nil {
 		return err
 	}

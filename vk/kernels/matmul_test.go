@@ -79,16 +79,22 @@ func testMatrix(t *testing.T, k *Kernels, qt quant.Type, c matCase, tol float64,
 func TestMatVec(t *testing.T) {
 	k := setup(t)
 	rows := []int{1, 7, 255, 257, 1025}
-	// Lanes 8 is one lavapipe subgroup (pure subgroupAdd); wider lane
-	// groups reduce through shared memory; Wave 8 asks for the size.
-	shapes := []MatVecShape{{64, 2, 0}, {8, 1, 0}, {32, 3, 0}, {64, 4, 0}, {16, 2, 8}}
+	// Lanes 8 is one lavapipe subgroup (pure subgroupAdd) and part of one
+	// elsewhere; wider lane groups reduce through shared memory. Unroll 3,
+	// and 8 for Q8_0/Q4_0 and floats, leave a ragged last step. The last
+	// shape requires the device's narrowest subgroup size where it can.
+	wave := 0
+	if k.info.SizeControl {
+		wave = k.info.MinSubgroupSize
+	}
+	shapes := []MatVecShape{{64, 2, 1, 0}, {8, 1, 4, 0}, {32, 3, 2, 0}, {64, 4, 8, 0}, {max(32, wave), 2, 3, wave}}
 	i := 0
 	for _, qt := range WeightTypes {
 		for j, K := range kFor(qt) {
 			c := matCase{rows: rows[(j+3)%len(rows)], K: K, n: i%MaxMatVecCols + 1}
 			sh := shapes[i%len(shapes)]
 			i++
-			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%dl%dr", qt, c.rows, c.K, c.n, sh.Lanes, sh.Rows), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%s", qt, c.rows, c.K, c.n, sh), func(t *testing.T) {
 				testMatrix(t, k, qt, c, dotTol(c.K), func(s *vk.Sequence, dst, w, x vk.Binding) error {
 					return k.MatVecWith(s, dst, w, x, qt, c.n, c.rows, c.K, sh)
 				})
@@ -97,9 +103,9 @@ func TestMatVec(t *testing.T) {
 	}
 	// More workgroups than one grid dimension holds: the grid folds into 2D.
 	t.Run("grid", func(t *testing.T) {
-		c := matCase{rows: int(k.info.MaxWorkgroupCount[0]) + 3, K: 32, n: 2}
+		c := matCase{rows: gridX + 3, K: 32, n: 2}
 		testMatrix(t, k, quant.Q8_0, c, dotTol(c.K), func(s *vk.Sequence, dst, w, x vk.Binding) error {
-			return k.MatVecWith(s, dst, w, x, quant.Q8_0, c.n, c.rows, c.K, MatVecShape{Lanes: 8, Rows: 1})
+			return k.MatVecWith(s, dst, w, x, quant.Q8_0, c.n, c.rows, c.K, MatVecShape{Lanes: 8, Rows: 1, Unroll: 1})
 		})
 	})
 }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/backend/cpu"
+	"github.com/vkinfer/vkinfer/bench"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/engine"
+)
+
+// benchCmd measures throughput like llama-bench, with its flags:
+// `infer bench -m model.gguf -p 512 -n 128 -d 0,8192 --wave 32,64`.
+func benchCmd(args []string) error {
+	c := bench.Defaults()
+	fs := pflag.NewFlagSet("infer bench", pflag.ContinueOnError)
+	var (
+		pgs    []string
+		waves  []string
+		lo     loadFlags
+		output string
+	)
+	fs.StringSliceVarP(&c.Models, "model", "m", nil, "GGUF paths or synth:PRESET[:FTYPE] (comma list, repeatable)")
+	fs.IntSliceVarP(&c.Prompt, "n-prompt", "p", c.Prompt, "prompt sizes (pp tests)")
+	fs.IntSliceVarP(&c.Gen, "n-gen", "n", c.Gen, "generation lengths (tg tests)")
+	fs.StringArrayVar(&pgs, "pg", nil, "a prompt then a generation timed together, `pp,tg` (repeatable; also -pg)")
+	fs.IntSliceVarP(&c.Depth, "n-depth", "d", c.Depth, "KV-cache depths the tests start at")
+	fs.IntSliceVar(&c.UBatch, "ubatch-size", c.UBatch, "prompt tokens per forward program (also -ub)")
+	fs.IntVarP(&c.Reps, "repetitions", "r", c.Reps, "timed repetitions of each test")
+	fs.IntSliceVar(&c.FlashAttn, "flash-attn", c.FlashAttn, "flash attention, 0 or 1 (also -fa)")
+	fs.StringSliceVar(&waves, "wave", []string{"auto"}, "flash-attention wave: 32, 64 or auto")
+	fs.StringVar(&lo.backend, "backend", "auto", "cpu, vulkan or auto")
+	fs.IntVar(&lo.device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")
+	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
+	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(bench.Formats, ", "))
+	fs.BoolVar(&c.Progress, "progress", false, "print each step on stderr")
+	if err := fs.Parse(longFlags(args)); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q (see infer bench --help)", fs.Arg(0))
+	}
+	for _, s := range pgs {
+		pg, err := parsePG(s)
+		if err != nil {
+			return err
+		}
+		c.PG = append(c.PG, pg)
+	}
+	c.Waves = nil
+	for _, s := range waves {
+		w, err := parseWave(s)
+		if err != nil {
+			return err
+		}
+		c.Waves = append(c.Waves, w)
+	}
+	switch lo.backend {
+	case "cpu", "vulkan", "auto":
+	default:
+		return fmt.Errorf("--backend %q: want cpu, vulkan or auto", lo.backend)
+	}
+	if lo.backend == "cpu" && (len(c.Waves) != 1 || c.Waves[0] != 0) {
+		return fmt.Errorf("--wave: the CPU backend has no wave; it applies to --backend vulkan")
+	}
+	lo.threads = c.Threads
+	c.Open = func(wave int) (backend.Backend, error) {
+		return lo.openBackendWith(engine.Options{OwnDevice: true, Wave: wave})
+	}
+	c.Log = os.Stderr
+	w, err := bench.NewWriter(os.Stdout, output, c)
+	if err != nil {
+		return err
+	}
+	err = bench.Run(c, w.Write)
+	// What was measured before a failure is still printed in full.
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// longFlags rewrites llama-bench's two-letter single-dash flags (-ub, -fa,
+// -pg), which pflag would read as runs of one-letter flags, to their long
+// forms, so llama-bench command lines work unchanged.
+func longFlags(args []string) []string {
+	long := map[string]string{"-ub": "--ubatch-size", "-fa": "--flash-attn", "-pg": "--pg"}
+	out := make([]string, len(args))
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(a, "=")
+		if l, ok := long[name]; ok {
+			a = l
+			if hasValue {
+				a += "=" + value
+			}
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// parsePG reads a -pg value, "pp,tg".
+func parsePG(s string) (bench.PG, error) {
+	pp, tg, ok := strings.Cut(s, ",")
+	p, err1 := strconv.Atoi(pp)
+	g, err2 := strconv.Atoi(tg)
+	if !ok || err1 != nil || err2 != nil {
+		return bench.PG{}, fmt.Errorf("-pg %q: want two sizes, pp,tg (e.g. -pg 512,128)", s)
+	}
+	return bench.PG{Prompt: p, Gen: g}, nil
+}
+
+// parseWave reads a --wave value: auto is 0; numbers are checked by
+// bench.Config.Validate.
+func parseWave(s string) (int, error) {
+	if s == "auto" {
+		return 0, nil
+	}
+	w, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("--wave %q: want 32, 64 or auto", s)
+	}
+	return w, nil
+}
+
+// openBackendWith picks the backend as openBackend does (auto takes a
+// Vulkan GPU when one exists, CPU drivers such as lavapipe only when asked
+// for by --backend vulkan, and falls back to the CPU, saying why), with the
+// engine options the caller needs: bench sets the wave.
+func (l *loadFlags) openBackendWith(o engine.Options) (backend.Backend, error) {
+	if l.backend == "cpu" {
+		return cpu.New(l.threads), nil
+	}
+	dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
+	if err == nil {
+		var e *engine.Engine
+		if e, err = engine.New(dev, o); err == nil {
+			return e, nil
+		}
+		dev.Close()
+	}
+	if l.backend == "vulkan" {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "backend: no usable Vulkan GPU (%v); using the CPU\n", err)
+	return cpu.New(l.threads), nil
+}
