@@ -206,11 +206,12 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	return max(n, 1)
 }
 
-// sharedBytes mirrors the kernel's shared declarations: the mask tile with
-// its padded stride (Br+1) and one liveness flag per subgroup when a mask is
-// bound, and one partial sum per key and subgroup when rows span subgroups.
+// sharedBytes mirrors the kernel's shared declarations: the tile's scores
+// per row slot (stride Bc+1); the mask tile with its padded stride (Br+1)
+// and one liveness flag per subgroup when a mask is bound; one partial sum
+// per key and subgroup when rows span subgroups.
 func (p Plan) sharedBytes() int {
-	n := 0
+	n := 4 * p.RowSlots * (p.Bc + 1)
 	sgs := p.Wave.W / p.Wave.Subgroup
 	if p.Mask {
 		n += 4 * (p.Bc*(p.Br+1) + sgs)

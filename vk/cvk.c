@@ -101,7 +101,10 @@ int32_t vkr_dispatch(const vkr_fns* f, uint64_t device, uint64_t cmd,
 	}
 	void (*stamp)(void*, uint32_t, void*, uint32_t) = (void (*)(void*, uint32_t, void*, uint32_t))f->cmdWriteTimestamp;
 	if (qpool != 0) {
-		stamp(H(cmd), 0x1, H(qpool), query); // VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT
+		// COMPUTE_SHADER, not TOP_OF_PIPE: a top-of-pipe stamp is taken as soon
+		// as the command is reached, before the barrier lets the dispatch
+		// start, which charged each op with the tail of the one before it.
+		stamp(H(cmd), 0x800, H(qpool), query); // VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
 	}
 	((void (*)(void*, uint32_t, uint32_t, uint32_t))f->cmdDispatch)(H(cmd), x, y, z);
 	if (qpool != 0) {

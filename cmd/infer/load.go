@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/gguf"
@@ -27,6 +28,8 @@ type loadFlags struct {
 	device  int
 	verbose bool
 	profile bool
+	wave    string
+	flash   bool
 }
 
 func (l *loadFlags) register(fs *pflag.FlagSet) {
@@ -37,6 +40,8 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.backend, "backend", "auto", "cpu, vulkan or auto")
 	fs.IntVar(&l.device, "device", -1, "Vulkan device index from `infer devices` (-1: best)")
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
+	fs.StringVar(&l.wave, "wave", "auto", "flash-attention lane group: 32, 64 or auto (RDNA 32, GCN 64, others native)")
+	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
 	fs.BoolVar(&l.profile, "profile", false, "time every GPU dispatch and print a per-op table at the end")
 }
 
@@ -89,16 +94,28 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 	case "cpu":
 		return cpu.New(l.threads), nil
 	case "vulkan", "auto":
+		wave, err := attention.ParseWave(l.wave)
+		if err != nil {
+			return nil, err
+		}
 		dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
 		if err == nil {
 			var e *engine.Engine
-			if e, err = engine.New(dev, engine.Options{OwnDevice: true, Profile: l.profile}); err == nil {
+			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash}
+			if e, err = engine.New(dev, o); err == nil {
 				if l.verbose {
+					w, sg := e.Wave()
 					fmt.Fprint(os.Stderr, dev.Info().Report())
+					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
 				}
 				return e, nil
 			}
 			dev.Close()
+			// A wave the device cannot run is the user's choice, not a
+			// missing GPU: never fall back over it.
+			if wave != 0 {
+				return nil, err
+			}
 		}
 		if l.backend == "vulkan" {
 			return nil, err

@@ -68,16 +68,26 @@ func TestGoldenContinuation(t *testing.T) {
 	if err := json.Unmarshal(b, &g); err != nil {
 		t.Fatal(err)
 	}
-	r := infer(t, "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "Once upon a time", "-n", "48", "--temp", "0", "--backend", "cpu")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	if want := "Once upon a time" + g.Text; !strings.HasPrefix(r.stdout, want) {
-		t.Fatalf("stdout %q\nwant %q", r.stdout, want)
-	}
-	for _, s := range []string{"load time", "prompt eval time", "eval time", "tokens per second", "llama"} {
-		if !strings.Contains(r.stderr, s) {
-			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+	// The CPU engine, then the GPU engine with flash attention at both
+	// waves (on lavapipe both are emulated over its 8-wide subgroups) and
+	// with the plain attention kernel.
+	for _, extra := range [][]string{{"--backend", "cpu"}, {"--backend", "vulkan", "--wave", "32"},
+		{"--backend", "vulkan", "--wave", "64"}, {"--backend", "vulkan", "--flash-attn=false"}} {
+		args := append([]string{"-m", fixtures.Path(t, "stories260K.gguf"), "-p", "Once upon a time", "-n", "48", "--temp", "0", "--verbose"}, extra...)
+		r := infer(t, args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, r.code, r.stderr)
+		}
+		if want := "Once upon a time" + g.Text; !strings.HasPrefix(r.stdout, want) {
+			t.Fatalf("%v: stdout %q\nwant %q", extra, r.stdout, want)
+		}
+		for _, s := range []string{"load time", "prompt eval time", "eval time", "tokens per second", "llama"} {
+			if !strings.Contains(r.stderr, s) {
+				t.Errorf("%v: stderr lacks %q:\n%s", extra, s, r.stderr)
+			}
+		}
+		if len(extra) > 2 && extra[2] == "--wave" && !strings.Contains(r.stderr, "flash attention: wave"+extra[3]+" on hardware subgroups of") {
+			t.Errorf("%v: --verbose does not report the wave:\n%s", extra, r.stderr)
 		}
 	}
 }
@@ -121,6 +131,7 @@ func TestBadInput(t *testing.T) {
 		{"prompt longer than context", []string{"-m", story, "-p", strings.Repeat("Once upon a time ", 20), "-c", "32", "-n", "-1"}, "exceed the context"},
 		{"bad flag", []string{"-m", story, "--nonsense"}, "unknown flag"},
 		{"bad backend", []string{"-m", story, "-p", "x", "--backend", "metal"}, "--backend"},
+		{"bad wave", []string{"-m", story, "-p", "x", "--backend", "vulkan", "--wave", "48"}, "want 32, 64 or auto"},
 		{"no model", []string{"-p", "x"}, "-m"},
 		{"stray argument", []string{"-m", story, "-p", "x", "extra"}, "unexpected argument"},
 	}

@@ -62,6 +62,11 @@ const bool XSG = DL > SG;                  // a row spans several subgroups
 const uint SPR = XSG ? DL / SG : 1;        // subgroups per row
 const uint RED = XSG ? BC * NSG : 1;
 const uint MT = MASK ? BC * (BR + 1) : 1;
+const uint SCS = BC + 1;                   // score row stride, padded so slots reading one key hit distinct banks
+// Keys per unrolled step: the loads of KU keys are in flight together. The
+// tile loop itself stays rolled, which keeps the code small (lavapipe's LLVM
+// takes minutes over a fully unrolled 32-key tile).
+const uint KU = 4;
 
 // Masked scores are a large finite negative rather than -inf: Vulkan does not
 // promise inf arithmetic without float controls, and exp2(NEG - x) is 0.
@@ -92,6 +97,7 @@ layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
 layout(std430, binding = 6) writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
 
 shared float red[RED];
+shared float sc[RL * SCS]; // masked scores of the tile, per row slot
 shared float mtile[MT];
 shared uint mlive[NSG];
 
@@ -107,6 +113,16 @@ uvec4 load_v(uint e) {
     if (CH == 8) return v4[e / 8];
     if (CH == 4) return uvec4(v2[e / 4], 0u, 0u);
     return uvec4(v1[e / 2], 0u, 0u, 0u);
+}
+
+// The score of key t+c for query row qi (log2 units) after the mask, or the
+// causal limit and the end of the range without one.
+float masked(float s, uint t, uint c, uint qi, uint last_key, uint ke) {
+    if (MASK) {
+        const float mv = mtile[c * (BR + 1) + qi];
+        return mv > NEG_HALF ? s + mv : NEG;
+    }
+    return (t + c < ke && t + c <= last_key) ? s : NEG;
 }
 
 void main() {
@@ -166,9 +182,11 @@ void main() {
     float l = 0.0;
 
     for (uint t = kb; t < ke; t += BC) {
+        // The previous tile's reads of shared memory are done.
         if (MASK || XSG) {
-            // The previous tile's reads of shared memory are done.
             barrier();
+        } else {
+            subgroupBarrier();
         }
         if (MASK) {
             bool live = false;
@@ -204,69 +222,68 @@ void main() {
             }
         }
 
-        // Partial dot products of this lane's dims for the tile's keys. Keys
-        // past ke load the last valid key (no branch around the loads) and
-        // are masked below.
-        float s[BC];
-        [[unroll]] for (uint c = 0; c < BC; c++) {
-            const uint kbase = min(t + c, ke - 1) * kv_stride + kv_off;
-            float acc = 0.0;
-            [[unroll]] for (uint j = 0; j < NCH; j++) {
-                const uint ci = dl + j * DL;
-                if (ci < NCHUNK) {
-                    const uvec4 u = load_k(kbase + ci * CH);
-                    [[unroll]] for (uint i = 0; i < HALF; i++) {
-                        acc += dot(q[j * HALF + i], unpackHalf2x16(u[i]));
+        // Scores q·k of the tile's keys, KU keys at a time: each lane sums
+        // its dims, then the row's DL lanes reduce. Keys past ke load the
+        // last valid key (no branch around the loads) and are masked.
+        [[dont_unroll]] for (uint c0 = 0; c0 < BC; c0 += KU) {
+            float s[KU];
+            [[unroll]] for (uint u = 0; u < KU; u++) {
+                const uint kbase = min(t + c0 + u, ke - 1) * kv_stride + kv_off;
+                float acc = 0.0;
+                [[unroll]] for (uint j = 0; j < NCH; j++) {
+                    const uint ci = dl + j * DL;
+                    if (ci < NCHUNK) {
+                        const uvec4 k = load_k(kbase + ci * CH);
+                        [[unroll]] for (uint i = 0; i < HALF; i++) {
+                            acc += dot(q[j * HALF + i], unpackHalf2x16(k[i]));
+                        }
                     }
                 }
+                s[u] = acc;
             }
-            s[c] = acc;
+            [[unroll]] for (uint u = 0; u < KU; u++) {
+                const uint c = c0 + u;
+                if (DL == SG) {
+                    s[u] = subgroupAdd(s[u]);
+                } else if (!XSG) {
+                    [[unroll]] for (uint x = 1; x < DL; x *= 2) {
+                        s[u] += subgroupShuffleXor(s[u], x);
+                    }
+                } else {
+                    s[u] = subgroupAdd(s[u]);
+                    if (subgroupElect()) {
+                        red[c * NSG + gl_SubgroupID] = s[u];
+                    }
+                }
+                // Every lane of the row holds the sum; one stores it.
+                if (!XSG && dl == c % DL) {
+                    sc[slot * SCS + c] = masked(s[u], t, c, qi, last_key, ke);
+                }
+            }
         }
-
-        // Sum over the row's DL lanes.
-        if (DL == SG) {
-            [[unroll]] for (uint c = 0; c < BC; c++) {
-                s[c] = subgroupAdd(s[c]);
-            }
-        } else if (!XSG) {
-            [[unroll]] for (uint c = 0; c < BC; c++) {
-                [[unroll]] for (uint x = 1; x < DL; x *= 2) {
-                    s[c] += subgroupShuffleXor(s[c], x);
-                }
-            }
-        } else {
-            [[unroll]] for (uint c = 0; c < BC; c++) {
-                s[c] = subgroupAdd(s[c]);
-            }
-            if (subgroupElect()) {
-                [[unroll]] for (uint c = 0; c < BC; c++) {
-                    red[c * NSG + gl_SubgroupID] = s[c];
-                }
-            }
+        if (XSG) {
+            // The row's subgroups meet in shared memory: its lanes share out
+            // the keys, each adding the row's partials of its keys.
             memoryBarrierShared();
             barrier();
-            [[unroll]] for (uint c = 0; c < BC; c++) {
+            for (uint c = dl; c < BC; c += DL) {
                 float sum = 0.0;
                 [[unroll]] for (uint i = 0; i < SPR; i++) {
                     sum += red[c * NSG + slot * SPR + i];
                 }
-                s[c] = sum;
+                sc[slot * SCS + c] = masked(sum, t, c, qi, last_key, ke);
             }
+            memoryBarrierShared();
+            barrier();
+        } else {
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
         }
 
-        // Mask (or causal limit), then the online softmax update.
+        // Online softmax: rescale by the new running max, then add the tile.
         float tmax = NEG;
         [[unroll]] for (uint c = 0; c < BC; c++) {
-            float x;
-            if (MASK) {
-                const float mv = mtile[c * (BR + 1) + qi];
-                x = mv > NEG_HALF ? s[c] + mv : NEG;
-            } else {
-                const uint key = t + c;
-                x = (key < ke && key <= last_key) ? s[c] : NEG;
-            }
-            s[c] = x;
-            tmax = max(tmax, x);
+            tmax = max(tmax, sc[slot * SCS + c]);
         }
         const float m_new = max(m, tmax);
         // While every score so far is masked, m_new is NEG; subtracting 0
@@ -278,16 +295,19 @@ void main() {
         [[unroll]] for (uint v = 0; v < NV; v++) {
             o[v] *= alpha;
         }
-        [[unroll]] for (uint c = 0; c < BC; c++) {
-            const float p = exp2(s[c] - m_use);
-            l += p;
-            const uint vbase = min(t + c, ke - 1) * kv_stride + kv_off;
-            [[unroll]] for (uint j = 0; j < NCH; j++) {
-                const uint ci = dl + j * DL;
-                if (ci < NCHUNK) {
-                    const uvec4 u = load_v(vbase + ci * CH);
-                    [[unroll]] for (uint i = 0; i < HALF; i++) {
-                        o[j * HALF + i] += p * unpackHalf2x16(u[i]);
+        [[dont_unroll]] for (uint c0 = 0; c0 < BC; c0 += KU) {
+            [[unroll]] for (uint u = 0; u < KU; u++) {
+                const uint c = c0 + u;
+                const float p = exp2(sc[slot * SCS + c] - m_use);
+                l += p;
+                const uint vbase = min(t + c, ke - 1) * kv_stride + kv_off;
+                [[unroll]] for (uint j = 0; j < NCH; j++) {
+                    const uint ci = dl + j * DL;
+                    if (ci < NCHUNK) {
+                        const uvec4 v = load_v(vbase + ci * CH);
+                        [[unroll]] for (uint i = 0; i < HALF; i++) {
+                            o[j * HALF + i] += p * unpackHalf2x16(v[i]);
+                        }
                     }
                 }
             }

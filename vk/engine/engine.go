@@ -9,6 +9,7 @@ import (
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/flashattn"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
@@ -16,7 +17,12 @@ import (
 type Options struct {
 	OwnDevice bool // close the device with the engine
 	Profile   bool // time every dispatch; see Profile
-	Wave      int  // flash-attention wave: 0 = auto (the device's native subgroup size), 32 or 64
+	// Wave is the flash-attention lane group: 0 picks the device's default
+	// (attention.Wave: 32 on RDNA, 64 on GCN, native elsewhere), or 32 / 64.
+	Wave int
+	// PlainAttention uses the simple causal kernel instead of flash
+	// attention (llama-bench's -fa 0).
+	PlainAttention bool
 }
 
 // Engine is the Vulkan backend.
@@ -25,6 +31,7 @@ type Engine struct {
 	o       Options
 	prof    map[string]*OpStat
 	k       *kernels.Kernels
+	fa      *flashattn.FlashAttn
 	weights arena
 	cache   backend.Cache
 	kc, vc  []*vk.Buffer // per layer f16 [Context][KVDim]
@@ -36,20 +43,23 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	fa, err := flashattn.New(dev, flashattn.Options{Wave: o.Wave})
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
 	dev.SetProfiling(o.Profile)
-	e := &Engine{dev: dev, o: o, k: k, prof: map[string]*OpStat{}}
+	e := &Engine{dev: dev, o: o, k: k, fa: fa, prof: map[string]*OpStat{}}
 	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
 	return e, nil
 }
 
-// Wave returns the wave the flash-attention kernel uses and the hardware
-// subgroup size it actually runs with, which benchmarks record side by side.
+// Wave reports the flash-attention lane group in use and the hardware
+// subgroup size it runs with (smaller when the lane group is emulated across
+// several subgroups).
 func (e *Engine) Wave() (requested, subgroup int) {
-	sub := e.dev.Info().SubgroupSize
-	if e.o.Wave == 0 {
-		return sub, sub
-	}
-	return e.o.Wave, sub
+	w := e.fa.Wave()
+	return w.W, w.Subgroup
 }
 
 // Device is the device the engine runs on.
@@ -166,6 +176,7 @@ func (e *Engine) Close() {
 	e.freeCache()
 	e.weights.free()
 	e.k.Close()
+	e.fa.Close()
 	if e.o.OwnDevice {
 		e.dev.Close()
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/flashattn"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
@@ -38,6 +39,8 @@ type program struct {
 	outLen int
 	err    error
 	tokBuf []byte
+	// faScratch holds flash attention's split-k partials.
+	faScratch *vk.Buffer
 }
 
 func newProgram(e *Engine, n int) (*program, error) {
@@ -137,8 +140,35 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		p.do(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
-	p.do(p.e.k.Attention(p.seq, act(dst).b, act(q).b, whole(p.e.kc[layer]), whole(p.e.vc[layer]), whole(p.step), p.n,
-		kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale}))
+	out, in := act(dst).b, act(q).b
+	kc, vc := whole(p.e.kc[layer]), whole(p.e.vc[layer])
+	// Flash attention takes head dims that are multiples of 8 up to 256 (every
+	// real checkpoint); anything else, such as llama-2-tiny-random's 4, runs
+	// the plain kernel.
+	if p.e.o.PlainAttention || a.HeadDim%8 != 0 || a.HeadDim > 256 {
+		p.do(p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n,
+			kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale}))
+		return
+	}
+	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
+	io := flashattn.IO{Q: in, K: kc, V: vc, Out: out, Step: whole(p.step)}
+	size, err := p.e.fa.ScratchBytes(sh)
+	if err != nil {
+		p.do(err)
+		return
+	}
+	if size > 0 {
+		// Every layer's split-k partials share one buffer: the barriers
+		// between layers already order them.
+		if p.faScratch == nil || p.faScratch.Size() < size {
+			if p.faScratch, err = p.buffer(size, false); err != nil {
+				p.do(err)
+				return
+			}
+		}
+		io.Scratch = whole(p.faScratch)
+	}
+	p.do(p.e.fa.Record(p.seq, io, sh))
 }
 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
