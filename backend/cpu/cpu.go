@@ -6,6 +6,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/quant"
@@ -66,10 +67,16 @@ func (b *Backend) Weight(name string, t quant.Type, rows, cols int, data []byte)
 	}
 	w := &tensor{rows: rows, cols: cols, typ: t, raw: data, rowBytes: rb}
 	if t == quant.F32 {
-		// Norm weights and biases are read as plain slices by the ops.
-		w.data = make([]float32, rows*cols)
-		if err := quant.Dequantize(t, data, w.data); err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		// F32 weights (norms, biases, small models' matrices) are read as
+		// plain float slices by the ops: a view of the bytes where they are
+		// aligned (GGUF aligns tensor data to 32 bytes), a copy otherwise.
+		if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 == 0 {
+			w.data = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), rows*cols)
+		} else {
+			w.data = make([]float32, rows*cols)
+			if err := quant.Dequantize(t, data, w.data); err != nil {
+				return nil, fmt.Errorf("tensor %q: %w", name, err)
+			}
 		}
 	}
 	return w, nil

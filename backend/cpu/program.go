@@ -144,6 +144,15 @@ func (p *program) MatMul(dst, w, x backend.Tensor) {
 	}
 	p.add(func(*step) {
 		p.parallel(m.rows, m.cols*a.rows, func(lo, hi int) {
+			if m.data != nil { // F32 weights: no decoding at all
+				for r := lo; r < hi; r++ {
+					wr := m.data[r*m.cols : (r+1)*m.cols]
+					for i := range a.rows {
+						d.data[i*d.cols+r] = dot(wr, a.row(i))
+					}
+				}
+				return
+			}
 			if a.rows == 1 {
 				xr, o := a.row(0), d.row(0)
 				for r := lo; r < hi; r++ {
@@ -163,16 +172,20 @@ func (p *program) MatMul(dst, w, x backend.Tensor) {
 	})
 }
 
+// dot is Σ a[i]·b[i] over len(a) values with four independent sums, so the
+// adds pipeline; the re-slices let the compiler drop the bounds checks.
 func dot(a, b []float32) float32 {
+	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	for len(a) >= 4 {
+		x, y := a[:4:4], b[:4:4]
+		s0 += x[0] * y[0]
+		s1 += x[1] * y[1]
+		s2 += x[2] * y[2]
+		s3 += x[3] * y[3]
+		a, b = a[4:], b[4:]
 	}
-	for ; i < len(a); i++ {
+	for i := range a {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
