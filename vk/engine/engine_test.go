@@ -68,12 +68,15 @@ func TestGoldenVulkan(t *testing.T) {
 // 1-token matrix-vector batch.
 func TestMatchesCPU(t *testing.T) {
 	paths := map[string]string{"llama-2-tiny-random": fixtures.Path(t, "llama-2-tiny-random.gguf")}
-	for _, ft := range synth.Ftypes() {
-		p := filepath.Join(t.TempDir(), "tiny-"+ft+".gguf")
-		if err := synth.Write(p, "tiny", ft, 1, nil); err != nil {
-			t.Fatal(err)
+	// tiny-qwen2 covers NeoX RoPE, q/k/v biases and tied embeddings.
+	for _, preset := range []string{"tiny", "tiny-qwen2"} {
+		for _, ft := range synth.Ftypes() {
+			p := filepath.Join(t.TempDir(), preset+"-"+ft+".gguf")
+			if err := synth.Write(p, preset, ft, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+			paths["synth "+preset+" "+ft] = p
 		}
-		paths["synth tiny "+ft] = p
 	}
 	prompt := []int32{1, 403, 407, 261, 378, 300, 400, 411, 259, 350, 290, 401, 402, 277, 288, 301, 302}
 	for name, path := range paths {
