@@ -32,8 +32,9 @@ type Config struct {
 	Reps      int      // -r: timed repetitions of each test
 	Threads   int      // -t: recorded for the CPU backend (0: one per core)
 
-	// Open opens a fresh backend for one wave. The runner closes it.
-	Open func(wave int) (backend.Backend, error)
+	// Open opens a fresh backend for one wave, with flash attention or the
+	// plain attention kernel. The runner closes it.
+	Open func(wave int, flashAttn bool) (backend.Backend, error)
 	// Log receives the depth-fill progress and, with Progress set,
 	// llama-bench's per-step progress lines. Nil discards them.
 	Log      io.Writer
@@ -165,7 +166,7 @@ func (c *Config) contextFor() int {
 
 // Run measures every combination in c, in llama-bench's order (model, wave,
 // ubatch, fa, depth, then the tests), and hands each result to emit as soon
-// as it is measured. A model is loaded once per (wave, ubatch): those are
+// as it is measured. A model is loaded once per (wave, ubatch, fa): those are
 // fixed when the backend and the model's programs are made.
 func Run(c Config, emit func(Result) error) error {
 	if err := c.Validate(); err != nil {
@@ -198,8 +199,10 @@ func Run(c Config, emit func(Result) error) error {
 	for i, f := range files {
 		for _, wave := range c.Waves {
 			for _, ub := range c.UBatch {
-				if err := r.instance(c.Models[i], f, wave, ub, emit); err != nil {
-					return err
+				for _, fa := range c.FlashAttn {
+					if err := r.instance(c.Models[i], f, wave, ub, fa, emit); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -219,12 +222,12 @@ type runner struct {
 
 // instance loads one model on a fresh backend and measures everything that
 // shares that load.
-func (r *runner) instance(spec string, f *gguf.File, wave, ub int, emit func(Result) error) error {
-	be, err := r.c.Open(wave)
+func (r *runner) instance(spec string, f *gguf.File, wave, ub, fa int, emit func(Result) error) error {
+	be, err := r.c.Open(wave, fa == 1)
 	if err != nil {
 		return err
 	}
-	r.logf("loading %s (wave %s, ubatch %d)", spec, waveName(wave), ub)
+	r.logf("loading %s (wave %s, ubatch %d, fa %d)", spec, waveName(wave), ub, fa)
 	m, err := model.Load(f, be, model.Options{Context: r.c.contextFor(), UBatch: ub})
 	if err != nil {
 		be.Close()
@@ -233,21 +236,19 @@ func (r *runner) instance(spec string, f *gguf.File, wave, ub int, emit func(Res
 	defer m.Close()
 	r.vocab = m.HP.Vocab
 	base := r.describe(spec, f, be, ub)
-	for _, fa := range r.c.FlashAttn {
-		for _, depth := range r.c.Depth {
-			if err := r.fill(m, depth); err != nil {
-				return err
+	base.FlashAttn = fa
+	for _, depth := range r.c.Depth {
+		if err := r.fill(m, depth); err != nil {
+			return err
+		}
+		for _, t := range r.c.tests() {
+			t.Depth = depth
+			res := base
+			if err := r.measure(m, t, &res); err != nil {
+				return fmt.Errorf("%s %s: %w", spec, t.Name(), err)
 			}
-			for _, t := range r.c.tests() {
-				t.Depth = depth
-				res := base
-				res.FlashAttn = fa
-				if err := r.measure(m, t, &res); err != nil {
-					return fmt.Errorf("%s %s: %w", spec, t.Name(), err)
-				}
-				if err := emit(res); err != nil {
-					return err
-				}
+			if err := emit(res); err != nil {
+				return err
 			}
 		}
 	}

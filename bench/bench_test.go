@@ -53,17 +53,20 @@ func (p spyProgram) Run(tokens []int32, pos int, out []float32) error {
 }
 
 // TestMethod runs a small benchmark on the CPU backend and checks every
-// forward pass against llama-bench's method: fill each depth once in ubatch
-// pieces, warm each test up (whole prompt, one token), then per repetition
-// the prompt at pos=depth and the tokens one by one after it.
+// forward pass against llama-bench's method: one load per fa value, fill
+// each depth once in ubatch pieces, warm each test up (whole prompt, one
+// token), then per repetition the prompt at pos=depth and the tokens one by
+// one after it.
 func TestMethod(t *testing.T) {
 	var calls []call
 	var contexts []int
+	var opens []string
 	c := Defaults()
 	c.Models = []string{fixtures.Path(t, "stories260K.gguf")}
 	c.Prompt, c.Gen, c.PG = []int{4}, []int{2}, []PG{{3, 1}}
-	c.Depth, c.UBatch, c.Reps, c.Threads = []int{0, 8}, []int{4}, 2, 1
-	c.Open = func(wave int) (backend.Backend, error) {
+	c.Depth, c.UBatch, c.FlashAttn, c.Reps, c.Threads = []int{0, 8}, []int{4}, []int{0, 1}, 2, 1
+	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {
+		opens = append(opens, fmt.Sprint(wave, flashAttn))
 		return spy{cpu.New(1), &calls, &contexts}, nil
 	}
 	var got []Result
@@ -77,35 +80,35 @@ func TestMethod(t *testing.T) {
 		}
 		return out
 	}
-	var want []call
+	var load []call
 	for _, d := range []int{0, 8} {
 		if d > 0 {
-			want = append(want, call{4, 0}, call{4, 4}) // the fill, in ubatch pieces
+			load = append(load, call{4, 0}, call{4, 4}) // the fill, in ubatch pieces
 		}
-		want = append(want, call{4, d})                            // pp4 warm-up
-		want = append(want, rep(2, call{4, d})...)                 // pp4
-		want = append(want, call{1, d})                            // tg2 warm-up
-		want = append(want, rep(2, call{1, d}, call{1, d + 1})...) // tg2
-		want = append(want, call{3, d}, call{1, d})                // pp3+tg1 warm-up
-		want = append(want, rep(2, call{3, d}, call{1, d + 3})...) // pp3+tg1
+		load = append(load, call{4, d})                            // pp4 warm-up
+		load = append(load, rep(2, call{4, d})...)                 // pp4
+		load = append(load, call{1, d})                            // tg2 warm-up
+		load = append(load, rep(2, call{1, d}, call{1, d + 1})...) // tg2
+		load = append(load, call{3, d}, call{1, d})                // pp3+tg1 warm-up
+		load = append(load, rep(2, call{3, d}, call{1, d + 3})...) // pp3+tg1
 	}
-	if !slices.Equal(calls, want) {
+	if want := rep(2, load...); !slices.Equal(calls, want) {
 		t.Errorf("forward passes (n, pos):\n got %v\nwant %v", calls, want)
 	}
-	if !slices.Equal(contexts, []int{256}) {
-		t.Errorf("KV cache contexts %v, want one load at 256 (12 positions padded)", contexts)
+	if !slices.Equal(opens, []string{"0 false", "0 true"}) || !slices.Equal(contexts, []int{256, 256}) {
+		t.Errorf("backends opened for (wave, flash) %q with KV contexts %v; want (0, false) then (0, true), each at 256 (12 positions padded)", opens, contexts)
 	}
 
 	names := []string{"pp4", "tg2", "pp3+tg1", "pp4 @ d8", "tg2 @ d8", "pp3+tg1 @ d8"}
-	if len(got) != len(names) {
-		t.Fatalf("%d results, want %d", len(got), len(names))
+	if len(got) != 2*len(names) {
+		t.Fatalf("%d results, want %d", len(got), 2*len(names))
 	}
 	for i, r := range got {
-		if r.Test != names[i] || r.Depth != []int{0, 8}[i/3] {
-			t.Errorf("result %d: test %q at depth %d, want %q", i, r.Test, r.Depth, names[i])
+		if j := i % len(names); r.Test != names[j] || r.Depth != []int{0, 8}[j/3] || r.FlashAttn != i/len(names) {
+			t.Errorf("result %d: test %q at depth %d fa %d, want %q fa %d", i, r.Test, r.Depth, r.FlashAttn, names[j], i/len(names))
 		}
-		if r.Backend != "CPU" || r.GPULayers != 0 || r.Threads != 1 || r.UBatch != 4 || r.FlashAttn != 1 {
-			t.Errorf("result %d: backend %q ngl %d threads %d ub %d fa %d", i, r.Backend, r.GPULayers, r.Threads, r.UBatch, r.FlashAttn)
+		if r.Backend != "CPU" || r.GPULayers != 0 || r.Threads != 1 || r.UBatch != 4 {
+			t.Errorf("result %d: backend %q ngl %d threads %d ub %d", i, r.Backend, r.GPULayers, r.Threads, r.UBatch)
 		}
 		if r.ModelType != "llama" || r.ModelParams == 0 || r.ModelSize == 0 {
 			t.Errorf("result %d: model %q, %d params, %d bytes", i, r.ModelType, r.ModelParams, r.ModelSize)
@@ -183,7 +186,7 @@ func TestContext(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	open := func(int) (backend.Backend, error) { return cpu.New(1), nil }
+	open := func(int, bool) (backend.Backend, error) { return cpu.New(1), nil }
 	for _, c := range []struct {
 		edit func(*Config)
 		want string
@@ -222,7 +225,7 @@ func TestRunBadModel(t *testing.T) {
 	c := Defaults()
 	c.Models = []string{fixtures.Path(t, "stories260K.gguf"), filepath.Join(t.TempDir(), "nope.gguf")}
 	opened := 0
-	c.Open = func(int) (backend.Backend, error) { opened++; return cpu.New(1), nil }
+	c.Open = func(int, bool) (backend.Backend, error) { opened++; return cpu.New(1), nil }
 	err := Run(c, func(Result) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "nope.gguf") || opened != 0 {
 		t.Fatalf("error %v after %d backends opened; want the missing file named and none opened", err, opened)

@@ -7,11 +7,9 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/backend"
-	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/bench"
-	"github.com/vkinfer/vkinfer/vk"
-	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
 // benchCmd measures throughput like llama-bench, with its flags:
@@ -32,7 +30,7 @@ func benchCmd(args []string) error {
 	fs.IntSliceVarP(&c.Depth, "n-depth", "d", c.Depth, "KV-cache depths the tests start at")
 	fs.IntSliceVar(&c.UBatch, "ubatch-size", c.UBatch, "prompt tokens per forward program (also -ub)")
 	fs.IntVarP(&c.Reps, "repetitions", "r", c.Reps, "timed repetitions of each test")
-	fs.IntSliceVar(&c.FlashAttn, "flash-attn", c.FlashAttn, "flash attention, 0 or 1 (also -fa)")
+	fs.IntSliceVar(&c.FlashAttn, "flash-attn", c.FlashAttn, "1: flash attention, 0: the plain attention kernel (also -fa)")
 	fs.StringSliceVar(&waves, "wave", []string{"auto"}, "flash-attention wave: 32, 64 or auto")
 	fs.StringVar(&lo.backend, "backend", "auto", "cpu, vulkan or auto")
 	fs.IntVar(&lo.device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")
@@ -54,12 +52,14 @@ func benchCmd(args []string) error {
 	}
 	c.Waves = nil
 	for _, s := range waves {
-		w, err := parseWave(s)
+		w, err := attention.ParseWave(s)
 		if err != nil {
 			return err
 		}
 		c.Waves = append(c.Waves, w)
 	}
+	// openBackend checks --backend too, but only after every model has been
+	// opened (and a synth: one generated): a typo should fail at once.
 	switch lo.backend {
 	case "cpu", "vulkan", "auto":
 	default:
@@ -69,8 +69,13 @@ func benchCmd(args []string) error {
 		return fmt.Errorf("--wave: the CPU backend has no wave; it applies to --backend vulkan")
 	}
 	lo.threads = c.Threads
-	c.Open = func(wave int) (backend.Backend, error) {
-		return lo.openBackendWith(engine.Options{OwnDevice: true, Wave: wave})
+	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {
+		l := lo
+		l.wave, l.flash = "auto", flashAttn
+		if wave != 0 {
+			l.wave = strconv.Itoa(wave)
+		}
+		return l.openBackend()
 	}
 	c.Log = os.Stderr
 	w, err := bench.NewWriter(os.Stdout, output, c)
@@ -113,40 +118,4 @@ func parsePG(s string) (bench.PG, error) {
 		return bench.PG{}, fmt.Errorf("-pg %q: want two sizes, pp,tg (e.g. -pg 512,128)", s)
 	}
 	return bench.PG{Prompt: p, Gen: g}, nil
-}
-
-// parseWave reads a --wave value: auto is 0; numbers are checked by
-// bench.Config.Validate.
-func parseWave(s string) (int, error) {
-	if s == "auto" {
-		return 0, nil
-	}
-	w, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("--wave %q: want 32, 64 or auto", s)
-	}
-	return w, nil
-}
-
-// openBackendWith picks the backend as openBackend does (auto takes a
-// Vulkan GPU when one exists, CPU drivers such as lavapipe only when asked
-// for by --backend vulkan, and falls back to the CPU, saying why), with the
-// engine options the caller needs: bench sets the wave.
-func (l *loadFlags) openBackendWith(o engine.Options) (backend.Backend, error) {
-	if l.backend == "cpu" {
-		return cpu.New(l.threads), nil
-	}
-	dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
-	if err == nil {
-		var e *engine.Engine
-		if e, err = engine.New(dev, o); err == nil {
-			return e, nil
-		}
-		dev.Close()
-	}
-	if l.backend == "vulkan" {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "backend: no usable Vulkan GPU (%v); using the CPU\n", err)
-	return cpu.New(l.threads), nil
 }

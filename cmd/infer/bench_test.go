@@ -143,10 +143,11 @@ func TestBenchCSV(t *testing.T) {
 }
 
 // TestBenchLlamaBenchFlags checks that llama-bench's two-letter flags (-ub,
-// -fa, -pg) work as written there.
+// -fa, -pg) work as written there, and that -fa 0 (the plain attention
+// kernel) and -fa 1 each get their own load.
 func TestBenchLlamaBenchFlags(t *testing.T) {
-	r := infer(t, "bench", "--backend", "cpu", "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "0", "-n", "0",
-		"-pg", "4,2", "-ub", "8", "-fa", "0,1", "-r", "1", "-t", "1", "-o", "jsonl")
+	r := infer(t, "bench", "--backend", "vulkan", "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "0", "-n", "0",
+		"-pg", "4,2", "-ub", "8", "-fa", "0,1", "-r", "1", "-o", "jsonl", "--progress")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -159,8 +160,13 @@ func TestBenchLlamaBenchFlags(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &x); err != nil {
 			t.Fatal(err)
 		}
-		if x.Test != "pp4+tg2" || x.UBatch != 8 || x.FlashAttn != i || x.Backend != "CPU" || x.Threads != 1 || len(x.SamplesNs) != 1 {
-			t.Errorf("line %d: test %q ub %d fa %d backend %q threads %d, %d samples", i, x.Test, x.UBatch, x.FlashAttn, x.Backend, x.Threads, len(x.SamplesNs))
+		if x.Test != "pp4+tg2" || x.UBatch != 8 || x.FlashAttn != i || x.Backend != "Vulkan" || len(x.SamplesNs) != 1 {
+			t.Errorf("line %d: test %q ub %d fa %d backend %q, %d samples", i, x.Test, x.UBatch, x.FlashAttn, x.Backend, len(x.SamplesNs))
+		}
+	}
+	for _, s := range []string{"ubatch 8, fa 0", "ubatch 8, fa 1", "benchmark 2/2: run 1/1"} {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("--progress lacks %q:\n%s", s, r.stderr)
 		}
 	}
 }
@@ -175,7 +181,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"unknown output", []string{"-m", story, "-o", "sql"}, `-o "sql"`},
 		{"negative prompt", []string{"-m", story, "-p", "-1"}, "-p -1"},
 		{"no repetitions", []string{"-m", story, "-r", "0"}, "-r 0"},
-		{"wave 48", []string{"-m", story, "--wave", "32,48"}, "--wave 48: want 32, 64 or auto"},
+		{"wave 48", []string{"-m", story, "--wave", "32,48"}, `--wave "48": want 32, 64 or auto`},
 		{"wave word", []string{"-m", story, "--wave", "fast"}, `--wave "fast"`},
 		{"unknown model", []string{"-m", filepath.Join(t.TempDir(), "nope.gguf")}, "no such file"},
 		{"unknown preset", []string{"-m", "synth:nope"}, "nope"},

@@ -38,7 +38,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.IntVarP(&l.ubatch, "ubatch-size", "u", 512, "prompt tokens per forward pass")
 	fs.StringVar(&l.backend, "backend", "auto", "cpu, vulkan or auto")
-	fs.IntVar(&l.device, "device", -1, "Vulkan device index from `infer devices` (-1: best)")
+	fs.IntVar(&l.device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
 	fs.StringVar(&l.wave, "wave", "auto", "flash-attention lane group: 32, 64 or auto (RDNA 32, GCN 64, others native)")
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")

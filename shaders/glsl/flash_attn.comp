@@ -15,8 +15,10 @@
 // a slot: with shuffles when DL < SG, subgroupAdd when DL == SG (the lane
 // group is one hardware subgroup), and subgroupAdd then shared memory when
 // the slot spans several hardware subgroups (W = 64 on 32-wide hardware,
-// any W on lavapipe's 8). A whole tile of BC dot products is reduced at once,
-// so the shared-memory path costs one barrier per tile.
+// any W on lavapipe's 8). The masked scores of a tile go to shared memory,
+// one padded row per slot, for the softmax; the key loops run KU keys per
+// unrolled step, so a tile costs two slot-local syncs (two workgroup
+// barriers when slots span subgroups) and little code.
 //
 // Positions: row i of the batch is at pos+i (pos read from the step buffer at
 // run time, so one recording serves every token) and sees keys 0..pos+i.

@@ -6,7 +6,8 @@
 
 layout(local_size_x = 64) in;
 
-const uint MAX_SPLITS = 256; // attention.MaxSplits
+// The most splits a dispatch may have: attention.MaxSplits, passed by flashattn.
+layout(constant_id = 0) const uint MAX_SPLITS = 256;
 const float NEG = -1.0e30;
 
 layout(push_constant) uniform Push {

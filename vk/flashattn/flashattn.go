@@ -186,7 +186,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
 	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
-	reduce, err := f.pipeline("flash_attn_reduce", 3, 16, attention.WaveChoice{})
+	reduce, err := f.pipeline("flash_attn_reduce", 3, 16, attention.WaveChoice{}, attention.MaxSplits)
 	if err != nil {
 		return err
 	}

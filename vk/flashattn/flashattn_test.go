@@ -116,9 +116,13 @@ func fullProduct() [][]int {
 
 // coveringSet picks cases from the full product, greedily, until every pair of
 // values of any two axes that some valid case has appears in a chosen case
-// (pairwise coverage). Deterministic: ties go to the first candidate.
+// (pairwise coverage). Candidates are shuffled with a fixed seed first, so
+// ties spread over the axes' values instead of repeating the first ones, and
+// the set is the same on every run.
 func coveringSet() [][]int {
 	all := fullProduct()
+	r := rand.New(rand.NewPCG(4, 4))
+	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	type pair struct{ i, a, j, b int }
 	pairs := func(v []int) []pair {
 		var ps []pair

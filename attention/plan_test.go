@@ -1,0 +1,164 @@
+package attention
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/internal/fixtures"
+)
+
+func load(t *testing.T, name string) Device {
+	t.Helper()
+	d, err := LoadDevice(fixtures.Path(t, "devices", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func wave(t *testing.T, dev Device, w int) WaveChoice {
+	t.Helper()
+	c, err := ChooseWave(dev, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Llama-3-8B attention: 32 q-heads over 8 KV heads of 128.
+func llama3(queries, kv int) Shape {
+	return Shape{Queries: queries, Heads: 32, KVHeads: 8, HeadDim: 128, KVLen: kv}
+}
+
+func TestPlanLlama3(t *testing.T) {
+	rdna := load(t, "amd-rx7800xt-radv.json") // 60 CUs
+	w32 := wave(t, rdna, 32)
+	for _, c := range []struct {
+		name                      string
+		w                         WaveChoice
+		s                         Shape
+		br, heads, slots, lanes   int
+		chunk, bc, splits, dimsPL int
+	}{
+		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup (4 rows
+		// × 8 lanes, 16 dims each), and 8 KV heads × 60 splits fill 60 CUs
+		// 8 deep.
+		{"decode 16k", w32, llama3(1, 16384), 1, 4, 4, 8, 8, 32, 60, 16},
+		// Short context: splits stop at 4 tiles of keys each.
+		{"decode 1k", w32, llama3(1, 1024), 1, 4, 4, 8, 8, 32, 8, 16},
+		// Prefill: 16 rows of 2 lanes (64 dims each, so 16-key tiles), and
+		// 32 blocks × 32 heads need no split.
+		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 16, 1, 64},
+		// Fewer than 16 queries: Br 8, two q-heads per workgroup; 16
+		// workgroups split 30 ways to fill 60 CUs 8 deep.
+		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 16, 30, 64},
+		// Wave64: 16 rows of 4 lanes.
+		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 32, 1, 32},
+	} {
+		p, err := PlanFor(rdna, c.w, c.s, Prefs{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := []int{p.Br, p.Heads, p.RowSlots, p.LanesPerRow, p.Chunk, p.Bc, p.Splits, p.DimsPerLane()}
+		want := []int{c.br, c.heads, c.slots, c.lanes, c.chunk, c.bc, c.splits, c.dimsPL}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("%s: %v\n  got  Br,heads,slots,lanes,chunk,Bc,splits,dims = %v\n  want %v", c.name, p, got, want)
+				break
+			}
+		}
+	}
+}
+
+// Head dim 256 at wave32 would put 128 dims of Q and O in a lane at 16 rows:
+// prefill drops to Br 8, and decode groups at most 8 q-heads.
+func TestPlanRegisterBudget(t *testing.T) {
+	dev := load(t, "amd-rx9070xt-radv.json")
+	s := Shape{Queries: 512, Heads: 16, KVHeads: 2, HeadDim: 256, KVLen: 4096}
+	p, err := PlanFor(dev, wave(t, dev, 32), s, Prefs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Br != 8 || p.DimsPerLane() > maxDimsPerLane {
+		t.Errorf("d256 wave32 prefill: %v, want Br 8 within %d dims per lane", p, maxDimsPerLane)
+	}
+	if p, _ = PlanFor(dev, wave(t, dev, 64), s, Prefs{}); p.Br != 16 {
+		t.Errorf("d256 wave64 prefill: %v, want Br 16", p)
+	}
+	s.Queries = 1
+	if p, _ = PlanFor(dev, wave(t, dev, 32), s, Prefs{}); p.Br != 1 || p.Heads != 8 || p.DimsPerLane() != 64 {
+		t.Errorf("d256 decode with 8 q-heads per KV head: %v, want all 8 in one workgroup", p)
+	}
+}
+
+// Odd shapes: GQA 7 (Qwen2) pads 7 rows to 8 slots; head dim 80 takes the
+// load width that splits it evenly; a forced Br beyond the budget is honoured.
+func TestPlanShapes(t *testing.T) {
+	dev := load(t, "nvidia-rtx4070-nvidia.json")
+	w := wave(t, dev, 32)
+	p, err := PlanFor(dev, w, Shape{Queries: 1, Heads: 28, KVHeads: 4, HeadDim: 128, KVLen: 8192}, Prefs{})
+	if err != nil || p.Rows() != 7 || p.RowSlots != 8 || p.LanesPerRow != 4 {
+		t.Errorf("gqa 7: %v %v", p, err)
+	}
+	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 100}, Prefs{})
+	if err != nil || p.Chunk != 2 || p.LanesPerRow != 32 || p.DimsPerLane() != 4 || p.Splits != 1 {
+		t.Errorf("d80 decode: %v %v (want 2-value loads over 32 lanes, no split at KV 100)", p, err)
+	}
+	p, err = PlanFor(dev, w, Shape{Queries: 100, Heads: 8, KVHeads: 8, HeadDim: 256, KVLen: 100}, Prefs{Br: 16, Bc: 64, Splits: 3})
+	if err != nil || p.Br != 16 || p.Bc != 64 || p.Splits != 3 || p.Heads != 1 {
+		t.Errorf("forced Br 16 / Bc 64 / 3 splits: %v %v", p, err)
+	}
+	if x, y, z := p.Workgroups(Shape{Queries: 100, Heads: 8, KVHeads: 8, HeadDim: 256}); x != 7 || y != 8 || z != 3 {
+		t.Errorf("workgroups %d×%d×%d, want 7×8×3", x, y, z)
+	}
+}
+
+// Rows that span hardware subgroups reduce through shared memory, which the
+// plan accounts for; a device too small for even the smallest tile errors.
+func TestPlanSharedMemory(t *testing.T) {
+	lvp := load(t, "lavapipe-mesa22.json")
+	s := Shape{Queries: 1, Heads: 8, KVHeads: 8, HeadDim: 128, KVLen: 4096, Mask: true}
+	p, err := PlanFor(lvp, wave(t, lvp, 64), s, Prefs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.CrossSubgroup() || p.LanesPerRow != 64 {
+		t.Fatalf("one row of 64 lanes on 8-wide subgroups should cross subgroups: %v", p)
+	}
+	// Scores (1 slot × 33) + mask tile (32 × 2) + 8 flags + partials (32 × 8).
+	if want := 4 * (33 + 64 + 8 + 256); p.SharedBytes != want {
+		t.Errorf("shared %d bytes, want %d", p.SharedBytes, want)
+	}
+	small := lvp
+	small.SharedMemory = 600
+	if p, err = PlanFor(small, wave(t, small, 64), s, Prefs{}); err != nil || p.Bc != 8 {
+		t.Errorf("600 bytes of shared memory: %v %v, want Bc 8", p, err)
+	}
+	small.SharedMemory = 100
+	if _, err = PlanFor(small, wave(t, small, 64), s, Prefs{}); err == nil || !strings.Contains(err.Error(), "shared memory") {
+		t.Errorf("100 bytes of shared memory: %v, want an error", err)
+	}
+}
+
+func TestPlanRejects(t *testing.T) {
+	dev := load(t, "nvidia-h200-proprietary.json")
+	w := wave(t, dev, 32)
+	ok := llama3(4, 100)
+	for _, c := range []struct {
+		name string
+		s    Shape
+		p    Prefs
+	}{
+		{"heads", Shape{Queries: 1, Heads: 6, KVHeads: 4, HeadDim: 64, KVLen: 10}, Prefs{}},
+		{"head dim 4", Shape{Queries: 1, Heads: 1, KVHeads: 1, HeadDim: 4, KVLen: 10}, Prefs{}},
+		{"head dim 512", Shape{Queries: 1, Heads: 1, KVHeads: 1, HeadDim: 512, KVLen: 10}, Prefs{}},
+		{"KV shorter than the batch", Shape{Queries: 20, Heads: 1, KVHeads: 1, HeadDim: 64, KVLen: 10}, Prefs{}},
+		{"Br 4", ok, Prefs{Br: 4}},
+		{"Bc 24", ok, Prefs{Bc: 24}},
+		{"splits", ok, Prefs{Splits: MaxSplits + 1}},
+	} {
+		if p, err := PlanFor(dev, w, c.s, c.p); err == nil {
+			t.Errorf("%s: accepted as %v", c.name, p)
+		}
+	}
+}
