@@ -41,17 +41,17 @@ func TestPlanLlama3(t *testing.T) {
 		chunk, bc, splits, dimsPL int
 	}{
 		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup (4 rows
-		// × 8 lanes, 16 dims each), and 8 KV heads × 60 splits fill 60 CUs
-		// 8 deep.
-		{"decode 16k", w32, llama3(1, 16384), 1, 4, 4, 8, 8, 32, 60, 16},
-		// Short context: splits stop at 4 tiles of keys each.
-		{"decode 1k", w32, llama3(1, 1024), 1, 4, 4, 8, 8, 32, 8, 16},
+		// × 8 lanes, 16 dims each), and 8 KV heads × 120 splits fill 60 CUs
+		// 16 deep.
+		{"decode 16k", w32, llama3(1, 16384), 1, 4, 4, 8, 8, 32, 120, 16},
+		// Short context: splits stop at 2 tiles of keys each.
+		{"decode 1k", w32, llama3(1, 1024), 1, 4, 4, 8, 8, 32, 16, 16},
 		// Prefill: 16 rows of 2 lanes (64 dims each, so 16-key tiles), and
 		// 32 blocks × 32 heads need no split.
 		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 16, 1, 64},
 		// Fewer than 16 queries: Br 8, two q-heads per workgroup; 16
-		// workgroups split 30 ways to fill 60 CUs 8 deep.
-		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 16, 30, 64},
+		// workgroups split 60 ways to fill 60 CUs 16 deep.
+		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 16, 60, 64},
 		// Wave64: 16 rows of 4 lanes.
 		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 32, 1, 32},
 	} {

@@ -3,50 +3,96 @@
 // M = max m_s, w_s = exp2(m_s - M), O = Σ w_s O_s / Σ w_s l_s (m in log2
 // units). Empty splits (m = NEG, l = 0) weigh nothing; a row with no live key
 // in any split outputs 0, as the unsplit kernel does.
+//
+// One workgroup per row. The merge reads splits × D floats and is latency
+// bound when one thread walks all splits, so the workgroup's invocations
+// split both ways: NC = D/4 lanes of vec4 columns × SL lanes of splits, each
+// summing every SL-th split, then the SL partial sums meet in shared memory.
+// Max and sum over the (m, l) pairs are tree reductions in shared memory,
+// whatever the subgroup size.
 
-layout(local_size_x = 64) in;
+layout(local_size_x = 256) in;
 
 // The most splits a dispatch may have: attention.MaxSplits, passed by flashattn.
 layout(constant_id = 0) const uint MAX_SPLITS = 256;
+layout(constant_id = 1) const uint D = 128; // head dim, a multiple of 4
+
+const uint N = 256;      // invocations
+const uint NC = D / 4;   // vec4 columns of a row
+const uint SL = N / NC;  // split lanes
 const float NEG = -1.0e30;
 
 layout(push_constant) uniform Push {
     uint n_q;
     uint n_head;
-    uint d;
     uint n_split;
 } pc;
 
-layout(std430, binding = 0) readonly buffer BP { float part[]; }; // [split][n_q][n_head][d]
+layout(std430, binding = 0) readonly buffer BP { vec4 part[]; };  // [split][n_q][n_head][D]
 layout(std430, binding = 1) readonly buffer BML { vec2 ml[]; };   // [split][n_q][n_head]
-layout(std430, binding = 2) writeonly buffer BO { float o_out[]; }; // [n_q][n_head][d]
+layout(std430, binding = 2) writeonly buffer BO { vec4 o_out[]; }; // [n_q][n_head][D]
 
 shared float weight[MAX_SPLITS];
+shared float tree[N];
+shared vec4 sums[SL * NC];
+
+// tree_reduce combines every invocation's x (max when take_max, else sum);
+// all invocations get the result.
+float tree_reduce(float x, bool take_max) {
+    const uint tid = gl_LocalInvocationID.x;
+    tree[tid] = x;
+    memoryBarrierShared();
+    barrier();
+    for (uint h = N / 2; h > 0; h /= 2) {
+        if (tid < h) {
+            const float y = tree[tid + h];
+            tree[tid] = take_max ? max(tree[tid], y) : tree[tid] + y;
+        }
+        memoryBarrierShared();
+        barrier();
+    }
+    const float r = tree[0];
+    barrier(); // tree is reused by the next call
+    return r;
+}
 
 void main() {
     const uint rows = pc.n_q * pc.n_head;
     const uint row = gl_WorkGroupID.y * pc.n_head + gl_WorkGroupID.x;
     const uint tid = gl_LocalInvocationID.x;
 
-    float mmax = NEG;
-    for (uint s = 0; s < pc.n_split; s++) {
-        mmax = max(mmax, ml[s * rows + row].x);
+    // (m, l) of the splits this invocation owns (n_split <= MAX_SPLITS).
+    float m = NEG;
+    float l = 0.0;
+    for (uint s = tid; s < pc.n_split; s += N) {
+        const vec2 e = ml[s * rows + row];
+        m = max(m, e.x);
     }
-    for (uint s = tid; s < pc.n_split; s += gl_WorkGroupSize.x) {
-        weight[s] = exp2(ml[s * rows + row].x - mmax);
+    const float mmax = tree_reduce(m, true);
+    for (uint s = tid; s < pc.n_split; s += N) {
+        const vec2 e = ml[s * rows + row];
+        const float w = exp2(e.x - mmax);
+        weight[s] = w;
+        l += w * e.y;
+    }
+    const float lsum = tree_reduce(l, false); // its barriers publish weight[]
+
+    const uint c = tid % NC;
+    const uint sl = tid / NC;
+    vec4 acc = vec4(0.0);
+    if (sl < SL) {
+        for (uint s = sl; s < pc.n_split; s += SL) {
+            acc += weight[s] * part[(s * rows + row) * NC + c];
+        }
+        sums[sl * NC + c] = acc;
     }
     memoryBarrierShared();
     barrier();
-    float l = 0.0;
-    for (uint s = 0; s < pc.n_split; s++) {
-        l += weight[s] * ml[s * rows + row].y;
-    }
-    const float f = l > 0.0 ? 1.0 / l : 0.0;
-    for (uint e = tid; e < pc.d; e += gl_WorkGroupSize.x) {
-        float acc = 0.0;
-        for (uint s = 0; s < pc.n_split; s++) {
-            acc += weight[s] * part[(s * rows + row) * pc.d + e];
+    if (tid < NC) {
+        vec4 o = vec4(0.0);
+        for (uint i = 0; i < SL; i++) {
+            o += sums[i * NC + tid];
         }
-        o_out[row * pc.d + e] = acc * f;
+        o_out[row * NC + tid] = lsum > 0.0 ? o / lsum : vec4(0.0);
     }
 }

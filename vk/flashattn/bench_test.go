@@ -2,6 +2,7 @@ package flashattn
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -25,8 +26,22 @@ import (
 // query-key pair under the causal mask).
 //
 //	go test ./vk/flashattn -run '^$' -bench Llama3 -benchtime 20x
+var (
+	benchSplits = flag.Int("splits", 0, "BenchmarkLlama3: force the split-k count of decode (0: the policy's)")
+	benchBc     = flag.Int("bc", 0, "BenchmarkLlama3: force the keys per tile (0: the policy's)")
+)
+
+// The Llama-3-8B attention shape.
+const benchHeads, benchKVHeads, benchDim = 32, 8, 128
+
+type benchCase struct {
+	kv, queries, wave, br int
+	mode                  string
+}
+
 func BenchmarkLlama3(b *testing.B) {
 	d := setup(b)
+	var cases []benchCase
 	for _, kv := range []int{8192, 16384} {
 		for _, mode := range []struct {
 			name    string
@@ -35,44 +50,91 @@ func BenchmarkLlama3(b *testing.B) {
 		}{{"decode", 1, []int{1}}, {"prefill512", 512, []int{8, 16}}} {
 			for _, w := range []int{32, 64} {
 				for _, br := range mode.brs {
-					name := fmt.Sprintf("kv%d/%s/w%d/br%d", kv, mode.name, w, br)
-					b.Run(name, func(b *testing.B) { benchLlama3(b, d, kv, mode.queries, w, br) })
+					cases = append(cases, benchCase{kv, mode.queries, w, br, mode.name})
 				}
 			}
 		}
 	}
+	// One set of buffers, sized for the largest case, serves every case:
+	// allocating and freeing 64 MiB caches per case made later cases run up
+	// to 4× slower on an H100 (fresh allocations after many frees), which
+	// measured the allocator rather than the kernel.
+	io, step, err := benchBuffers(b, d, cases)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("kv%d/%s/w%d/br%d", c.kv, c.mode, c.wave, c.br)
+		b.Run(name, func(b *testing.B) { benchLlama3(b, d, c, io, step) })
+	}
 }
 
-func benchLlama3(b *testing.B, d *vk.Device, kv, queries, wave, br int) {
-	const heads, kvHeads, dim = 32, 8, 128
-	fa, err := New(d, Options{Wave: wave, Prefs: attention.Prefs{Br: br}})
+func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
+	prefs := attention.Prefs{Br: c.br, Bc: *benchBc}
+	if c.queries == 1 {
+		prefs.Splits = *benchSplits
+	}
+	fa, err := New(d, Options{Wave: c.wave, Prefs: prefs})
+	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: benchKVHeads, HeadDim: benchDim,
+		Context: c.kv, Scale: float32(1 / math.Sqrt(benchDim))}
+	return fa, sh, err
+}
+
+// benchBuffers allocates q, K, V (random), out and split-k scratch for the
+// largest of cases; step is written per case.
+func benchBuffers(b *testing.B, d *vk.Device, cases []benchCase) (IO, *vk.Buffer, error) {
+	var kv, queries int
+	var scratch int64
+	for _, c := range cases {
+		kv, queries = max(kv, c.kv), max(queries, c.queries)
+		fa, sh, err := c.setup(d)
+		if err != nil {
+			continue // a wave this device cannot run: skipped by its case
+		}
+		n, err := fa.ScratchBytes(sh)
+		fa.Close()
+		if err != nil {
+			return IO{}, nil, err
+		}
+		scratch = max(scratch, n)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	qv := make([]float32, queries*benchHeads*benchDim)
+	for i := range qv {
+		qv[i] = float32(2*r.Float64() - 1)
+	}
+	f16 := func() []byte {
+		h := make([]uint16, kv*benchKVHeads*benchDim)
+		for i := range h {
+			h[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
+		}
+		return u16Bytes(h)
+	}
+	io := IO{Q: whole(buffer(b, d, f32Bytes(qv))), K: whole(buffer(b, d, f16())), V: whole(buffer(b, d, f16())),
+		Out: whole(buffer(b, d, make([]byte, 4*len(qv))))}
+	if scratch > 0 {
+		io.Scratch = whole(buffer(b, d, make([]byte, scratch)))
+	}
+	step := buffer(b, d, make([]byte, 4))
+	io.Step = whole(step)
+	return io, step, nil
+}
+
+func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer) {
+	fa, sh, err := c.setup(d)
 	if err != nil {
 		b.Skip(err) // a wave this device cannot run at all
 	}
 	defer fa.Close()
-	sh := Shape{Queries: queries, Heads: heads, KVHeads: kvHeads, HeadDim: dim, Context: kv,
-		Scale: float32(1 / math.Sqrt(dim))}
 	plan, err := fa.Plan(sh)
 	if err != nil {
 		b.Fatal(err)
 	}
-
-	r := rand.New(rand.NewPCG(1, 2))
-	qv := make([]float32, queries*heads*dim)
-	for i := range qv {
-		qv[i] = float32(2*r.Float64() - 1)
-	}
-	cache := make([]uint16, kv*kvHeads*dim)
-	for i := range cache {
-		cache[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
-	}
-	io := IO{Q: whole(buffer(b, d, f32Bytes(qv))), K: whole(buffer(b, d, u16Bytes(cache))),
-		V: whole(buffer(b, d, u16Bytes(cache))), Out: whole(buffer(b, d, make([]byte, 4*len(qv)))),
-		Step: whole(buffer(b, d, binary.LittleEndian.AppendUint32(nil, uint32(kv-queries))))}
-	if n, err := fa.ScratchBytes(sh); err != nil {
+	if err := step.Write(0, binary.LittleEndian.AppendUint32(nil, uint32(c.kv-c.queries))); err != nil {
 		b.Fatal(err)
-	} else if n > 0 {
-		io.Scratch = whole(buffer(b, d, make([]byte, n)))
+	}
+	if plan.Splits == 1 {
+		io.Scratch = vk.Binding{}
 	}
 
 	timed := d.Info().TimestampValid
@@ -90,6 +152,7 @@ func benchLlama3(b *testing.B, d *vk.Device, kv, queries, wave, br int) {
 		b.Fatal(err)
 	}
 	var gpu float64 // µs
+	perOp := map[string]float64{}
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -102,18 +165,25 @@ func benchLlama3(b *testing.B, d *vk.Device, kv, queries, wave, br int) {
 		}
 		for _, t := range s.Timings() {
 			gpu += t.Micros
+			perOp[t.Name] += t.Micros
 		}
 	}
 	us := gpu / float64(b.N)
-	bytes := 2 * float64(kv) * kvHeads * dim * 2
+	bytes := 2 * float64(c.kv) * benchKVHeads * benchDim * 2
 	b.ReportMetric(us, "gpu-µs")
 	b.ReportMetric(bytes/us/1e3, "GB/s")
-	if queries > 1 {
+	if c.queries > 1 {
 		pairs := 0.0
-		for i := range queries {
-			pairs += float64(kv - queries + i + 1)
+		for i := range c.queries {
+			pairs += float64(c.kv - c.queries + i + 1)
 		}
-		b.ReportMetric(4*dim*heads*pairs/us/1e6, "TFLOP/s")
+		b.ReportMetric(4*benchDim*benchHeads*pairs/us/1e6, "TFLOP/s")
 	}
-	b.Logf("%s: %s", d.Info().Name, plan)
+	ops := ""
+	for _, name := range []string{"flash_attn", "flash_attn_reduce"} {
+		if t, ok := perOp[name]; ok {
+			ops += fmt.Sprintf(" %s %.1fµs", name, t/float64(b.N))
+		}
+	}
+	b.Logf("%s: %s;%s", d.Info().Name, plan, ops)
 }

@@ -186,7 +186,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
 	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
-	reduce, err := f.pipeline("flash_attn_reduce", 3, 16, attention.WaveChoice{}, attention.MaxSplits)
+	reduce, err := f.pipeline("flash_attn_reduce", 3, 12, attention.WaveChoice{}, attention.MaxSplits, uint32(sh.HeadDim))
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		pushMain, uint32(gx), uint32(gy), uint32(gz))
 	s.Barrier()
 	s.Dispatch(reduce, []vk.Binding{part, ml, io.Out},
-		push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.HeadDim), uint32(p.Splits)),
+		push(uint32(sh.Queries), uint32(sh.Heads), uint32(p.Splits)),
 		uint32(sh.Heads), uint32(sh.Queries), 1)
 	return nil
 }

@@ -232,6 +232,26 @@ func TestFlashAttnPastContext(t *testing.T) {
 	}
 }
 
+// TestFlashAttnManySplits merges many splits, up to attention.MaxSplits,
+// where each lane of the reduce pass sums several of them, most of them
+// empty at the shorter lengths.
+func TestFlashAttnManySplits(t *testing.T) {
+	d := setup(t)
+	for _, c := range []struct {
+		tc
+		splits int
+	}{
+		{tc{br: 1, wave: 32, dim: 80, gqa: 4, kv: 4097, queries: 1}, 40},
+		{tc{br: 1, wave: 64, dim: 128, gqa: 8, kv: 1000, queries: 1}, attention.MaxSplits},
+		{tc{br: 8, wave: 32, dim: 256, gqa: 1, kv: 255, queries: 7, mask: true}, attention.MaxSplits},
+	} {
+		got, want, p := runSplitCase(t, d, c.tc, c.splits)
+		if e := attention.RelErr(got, want, c.dim); e >= 1e-3 {
+			t.Errorf("%v, %d splits: relative error %.3e (%v)", c.tc, c.splits, e, p)
+		}
+	}
+}
+
 const kvHeads = 2 // two KV heads, so the head-group dimension of the grid is exercised
 
 // problem builds the inputs of a case, deterministically from its shape:
@@ -320,18 +340,31 @@ func reference(t testing.TB, c tc, short int, p attention.Problem) []float64 {
 	return r
 }
 
-// runCase runs case c on the GPU and returns its output, the reference and
-// the plan used. With short > 0 the cache holds kv-short rows while the batch
-// still ends at position kv-1.
+// runCase runs case c, with 3 splits when c.split (a count that divides none
+// of the KV lengths: uneven and empty splits). With short > 0 the cache
+// holds kv-short rows while the batch still ends at position kv-1.
 func runCase(t testing.TB, d *vk.Device, c tc, short int) ([]float32, []float64, attention.Plan) {
+	t.Helper()
+	splits := 1
+	if c.split {
+		splits = 3
+	}
+	return run(t, d, c, short, splits)
+}
+
+// runSplitCase runs case c with the given number of splits.
+func runSplitCase(t testing.TB, d *vk.Device, c tc, splits int) ([]float32, []float64, attention.Plan) {
+	t.Helper()
+	c.split = splits > 1
+	return run(t, d, c, 0, splits)
+}
+
+// run runs a case on the GPU and returns its output, the reference and the
+// plan used.
+func run(t testing.TB, d *vk.Device, c tc, short, splits int) ([]float32, []float64, attention.Plan) {
 	t.Helper()
 	p := problem(c, short)
 	want := reference(t, c, short, p)
-
-	splits := 1
-	if c.split {
-		splits = 3 // does not divide the KV lengths: uneven and empty splits
-	}
 	fa, err := New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: splits}})
 	if err != nil {
 		t.Fatal(err)
