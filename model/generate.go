@@ -16,11 +16,18 @@ type Stats struct {
 	GenTime      time.Duration
 }
 
-// Generate evaluates prompt and then samples up to n tokens (n < 0: until an
-// end-of-generation token or the context is full), calling emit with each one
-// before it is fed back. It stops at an end-of-generation token (which is not
-// emitted) or when ctx is cancelled; the stats cover what ran either way.
-func (m *Model) Generate(ctx context.Context, prompt []int32, n int, s *sample.Sampler, emit func(id int32) error) (st Stats, err error) {
+// GenOptions control Generate.
+type GenOptions struct {
+	N         int  // tokens to sample; < 0: until end of generation or a full context
+	IgnoreEOS bool // keep going past end-of-generation tokens (they are emitted)
+}
+
+// Generate evaluates prompt and then samples up to o.N tokens, calling emit
+// with each one before it is fed back. It stops at an end-of-generation token
+// (not emitted) unless o.IgnoreEOS, or when ctx is cancelled; the stats
+// cover what ran either way.
+func (m *Model) Generate(ctx context.Context, prompt []int32, o GenOptions, s *sample.Sampler, emit func(id int32) error) (st Stats, err error) {
+	n := o.N
 	if len(prompt) == 0 {
 		return st, fmt.Errorf("model: empty prompt (no tokens to evaluate)")
 	}
@@ -48,7 +55,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, n int, s *sample.S
 		}
 		id := s.Sample(logits)
 		st.GenTokens++
-		if m.Tok.IsEOG(id) {
+		if m.Tok.IsEOG(id) && !o.IgnoreEOS {
 			break
 		}
 		if err := emit(id); err != nil {

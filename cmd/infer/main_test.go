@@ -170,3 +170,38 @@ func TestDevicesAndCheck(t *testing.T) {
 		t.Fatalf("check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestInterrupt sends Ctrl-C during an endless generation: infer must stop
+// cleanly, exit 0 and still print its timings.
+func TestInterrupt(t *testing.T) {
+	cmd := exec.Command(binary, "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "Once upon a time", "-n", "-1",
+		"--ignore-eos", "-c", "65536", "--backend", "cpu", "-t", "1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("infer did not stop after Ctrl-C")
+	}
+	for _, s := range []string{"interrupted", "eval time", "tokens per second"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("stderr lacks %q:\n%s", s, errb.String())
+		}
+	}
+	if !strings.HasPrefix(out.String(), "Once upon a time, there was") {
+		t.Errorf("stdout %q", out.String())
+	}
+}

@@ -23,6 +23,7 @@ func runCmd(args []string) error {
 		promptFile   = fs.StringP("file", "f", "", "read the prompt from a file")
 		nPredict     = fs.IntP("n-predict", "n", -1, "tokens to generate (-1: until end of text or a full context)")
 		noDisplay    = fs.Bool("no-display-prompt", false, "don't echo the prompt before the generated text")
+		ignoreEOS    = fs.Bool("ignore-eos", false, "keep generating past end-of-text tokens")
 		sp           = sample.Defaults()
 		seed         = fs.Int64("seed", -1, "random seed (-1: random)")
 		parseSpecial = fs.Bool("special", false, "parse special-token text (e.g. <|eot_id|>) in the prompt")
@@ -73,7 +74,7 @@ func runCmd(args []string) error {
 		io.WriteString(out, text)
 	}
 	dec := m.Tok.NewDecoder()
-	st, err := m.Generate(ctx, tokens, *nPredict, sample.New(sp), func(id int32) error {
+	st, err := m.Generate(ctx, tokens, model.GenOptions{N: *nPredict, IgnoreEOS: *ignoreEOS}, sample.New(sp), func(id int32) error {
 		_, err := io.WriteString(out, dec.Add(id))
 		return err
 	})
