@@ -51,7 +51,7 @@ func New(threads int) *Backend {
 }
 
 // Name implements backend.Backend.
-func (b *Backend) Name() string { return "CPU" }
+func (b *Backend) Name() string { return fmt.Sprintf("CPU (%d threads)", b.threads) }
 
 // Weight implements backend.Backend. The bytes stay in the caller's mmap.
 func (b *Backend) Weight(name string, t quant.Type, rows, cols int, data []byte) (backend.Tensor, error) {

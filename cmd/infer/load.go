@@ -99,6 +99,14 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 			return nil, err
 		}
 		dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
+		if err == nil && l.backend == "auto" && l.device < 0 && dev.Info().Type == "cpu" {
+			// The only Vulkan device is a CPU driver (lavapipe): our own CPU
+			// backend is faster than emulating a GPU on the same cores.
+			err = fmt.Errorf("the only Vulkan device, %s, is a CPU driver (--backend vulkan runs on it anyway)", dev.Info().Name)
+			dev.Close()
+			fmt.Fprintf(os.Stderr, "backend: %v; using the CPU backend\n", err)
+			return cpu.New(l.threads), nil
+		}
 		if err == nil {
 			var e *engine.Engine
 			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash}
