@@ -9,7 +9,11 @@
 // value is read back until the program's outputs.
 package backend
 
-import "github.com/vkinfer/vkinfer/quant"
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/quant"
+)
 
 // Tensor is an opaque handle to a backend-owned 2-D tensor of Rows() rows of
 // Cols() contiguous values. Activations are f32; weights keep their GGUF type.
@@ -102,4 +106,20 @@ type Backend interface {
 	Record(n int, build func(Ops)) (Program, error)
 	// Close releases everything the backend holds.
 	Close()
+}
+
+// CheckWeight validates the arguments of Backend.Weight for every backend
+// and returns the bytes of one row.
+func CheckWeight(name string, t quant.Type, rows, cols int, data []byte) (rowBytes int, err error) {
+	if !t.Supported() {
+		return 0, fmt.Errorf("tensor %q: unsupported tensor type %s", name, t)
+	}
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return 0, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	if rows < 1 || len(data) != rb*rows {
+		return 0, fmt.Errorf("tensor %q: %d bytes for %d×%d %s, want %d", name, len(data), rows, cols, t, rb*rows)
+	}
+	return rb, nil
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/gguf"
@@ -80,16 +81,7 @@ func sameShape(a, b []uint64) bool {
 		}
 		return s
 	}
-	a, b = trim(a), trim(b)
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(trim(a), trim(b))
 }
 
 func bindWeights(b *binder, hp HParams) (*weights, error) {

@@ -55,15 +55,9 @@ func (b *Backend) Name() string { return fmt.Sprintf("CPU (%d threads)", b.threa
 
 // Weight implements backend.Backend. The bytes stay in the caller's mmap.
 func (b *Backend) Weight(name string, t quant.Type, rows, cols int, data []byte) (backend.Tensor, error) {
-	if !t.Supported() {
-		return nil, fmt.Errorf("tensor %q: unsupported tensor type %s", name, t)
-	}
-	rb, err := t.RowBytes(cols)
+	rb, err := backend.CheckWeight(name, t, rows, cols, data)
 	if err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
-	}
-	if len(data) != rb*rows {
-		return nil, fmt.Errorf("tensor %q: %d bytes for %d×%d %s, want %d", name, len(data), rows, cols, t, rb*rows)
+		return nil, err
 	}
 	w := &tensor{rows: rows, cols: cols, typ: t, raw: data, rowBytes: rb}
 	if t == quant.F32 {

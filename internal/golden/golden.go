@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,7 +111,7 @@ func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 	defer m.Close()
 
 	toks := m.Tok.Encode(g.Prompt, g.AddBOS, false)
-	if !equalIDs(toks, g.Tokens) {
+	if !slices.Equal(toks, g.Tokens) {
 		t.Fatalf("prompt tokens %v, llama.cpp %v", toks, g.Tokens)
 	}
 	logits, err := m.Forward(toks, 0, true)
@@ -166,16 +167,4 @@ func compareTop(t *testing.T, what string, i int, logits []float32, top []topEnt
 			t.Fatalf("%s %d: tokens %d and %d out of llama.cpp's order", what, i, a.ID, b.ID)
 		}
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

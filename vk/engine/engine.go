@@ -8,6 +8,7 @@ import (
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/tune"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/flashattn"
 	"github.com/vkinfer/vkinfer/vk/kernels"
@@ -23,6 +24,10 @@ type Options struct {
 	// PlainAttention uses the simple causal kernel instead of flash
 	// attention (llama-bench's -fa 0).
 	PlainAttention bool
+	// Tune holds measured kernel geometry for this device (infer tune);
+	// nil keeps the built-in defaults. A non-zero Wave still wins over
+	// its flash-attention wave.
+	Tune *tune.Profile
 }
 
 // Engine is the Vulkan backend.
@@ -31,7 +36,8 @@ type Engine struct {
 	o       Options
 	prof    map[string]*OpStat
 	k       *kernels.Kernels
-	fa      *flashattn.FlashAttn
+	fa      *flashattn.FlashAttn // decode (one query)
+	faPre   *flashattn.FlashAttn // prefill: tuned apart (Br, no forced split-k)
 	weights arena
 	cache   backend.Cache
 	kc, vc  []*vk.Buffer // per layer f16 [Context][KVDim]
@@ -43,13 +49,21 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	fa, err := flashattn.New(dev, flashattn.Options{Wave: o.Wave})
+	o.Tune.ApplyKernels(k)
+	decode, prefill := o.Tune.FlashAttn(o.Wave)
+	fa, err := flashattn.New(dev, decode)
 	if err != nil {
 		k.Close()
 		return nil, err
 	}
+	faPre, err := flashattn.New(dev, prefill)
+	if err != nil {
+		fa.Close()
+		k.Close()
+		return nil, err
+	}
 	dev.SetProfiling(o.Profile)
-	e := &Engine{dev: dev, o: o, k: k, fa: fa, prof: map[string]*OpStat{}}
+	e := &Engine{dev: dev, o: o, k: k, fa: fa, faPre: faPre, prof: map[string]*OpStat{}}
 	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
 	return e, nil
 }
@@ -61,6 +75,17 @@ func (e *Engine) Wave() (requested, subgroup int) {
 	w := e.fa.Wave()
 	return w.W, w.Subgroup
 }
+
+// flash is the flash attention of an n-token batch.
+func (e *Engine) flash(n int) *flashattn.FlashAttn {
+	if n == 1 {
+		return e.fa
+	}
+	return e.faPre
+}
+
+// Tuning is the tuning profile in use; nil means the built-in defaults.
+func (e *Engine) Tuning() *tune.Profile { return e.o.Tune }
 
 // Device is the device the engine runs on.
 func (e *Engine) Device() *vk.Device { return e.dev }
@@ -106,15 +131,8 @@ func kvBytes(c backend.Cache) uint64 {
 // Weight implements backend.Backend: the GGUF bytes are uploaded unchanged
 // (kernels dequantize on the fly) into the weight arena.
 func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) (backend.Tensor, error) {
-	if !t.Supported() {
-		return nil, fmt.Errorf("tensor %q: unsupported tensor type %s", name, t)
-	}
-	rb, err := t.RowBytes(cols)
-	if err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
-	}
-	if len(data) != rb*rows {
-		return nil, fmt.Errorf("tensor %q: %d bytes for %d×%d %s, want %d", name, len(data), rows, cols, t, rb*rows)
+	if _, err := backend.CheckWeight(name, t, rows, cols, data); err != nil {
+		return nil, err
 	}
 	b, err := e.weights.upload(data)
 	if err != nil {
@@ -177,6 +195,7 @@ func (e *Engine) Close() {
 	e.weights.free()
 	e.k.Close()
 	e.fa.Close()
+	e.faPre.Close()
 	if e.o.OwnDevice {
 		e.dev.Close()
 	}
