@@ -357,7 +357,7 @@ func TestMarkdown(t *testing.T) {
 // they mean the same, then ours.
 var fields = []string{"build_commit", "build_time", "model_filename", "model_type", "model_size", "model_n_params",
 	"backends", "device", "driver", "driver_info", "n_gpu_layers", "n_threads", "n_ubatch", "flash_attn", "wave",
-	"subgroup_size", "n_prompt", "n_gen", "n_depth", "test", "test_time", "avg_ns", "stddev_ns", "avg_ts",
+	"subgroup_size", "tune_profile", "n_prompt", "n_gen", "n_depth", "test", "test_time", "avg_ns", "stddev_ns", "avg_ts",
 	"stddev_ts", "samples_ns", "samples_ts"}
 
 func TestCSV(t *testing.T) {

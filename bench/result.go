@@ -35,6 +35,7 @@ type Result struct {
 	FlashAttn    int       `json:"flash_attn"`
 	Wave         int       `json:"wave"`          // the wave flash attention was asked to use (auto resolved)
 	SubgroupSize int       `json:"subgroup_size"` // the hardware subgroup size it ran with
+	TuneProfile  string    `json:"tune_profile"`  // the infer tune profile applied, "none" for built-in defaults; empty on the CPU
 	Prompt       int       `json:"n_prompt"`
 	Gen          int       `json:"n_gen"`
 	Depth        int       `json:"n_depth"`
@@ -99,9 +100,13 @@ func (r *runner) describe(spec string, f *gguf.File, be backend.Backend, ub int)
 		// Every layer runs on the device: llama-bench's -ngl 99.
 		res.GPULayers = 99
 		res.Wave, res.SubgroupSize = e.Wave()
+		res.TuneProfile = "none"
+		if p := e.Tuning(); p != nil {
+			res.TuneProfile = p.Path
+		}
 		return res
 	}
-	res.Backend, res.Device = be.Name(), cpuName()
+	res.Backend, res.Device = "CPU", cpuName() // llama-bench's name; the thread count has its own column
 	res.Threads = r.c.Threads
 	if res.Threads == 0 {
 		res.Threads = runtime.NumCPU()

@@ -35,6 +35,7 @@ func benchCmd(args []string) error {
 	fs.StringVar(&lo.backend, "backend", "auto", "cpu, vulkan or auto")
 	fs.IntVar(&lo.device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")
 	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
+	fs.StringVar(&lo.tune, "tune-profile", "", tuneProfileUsage)
 	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(bench.Formats, ", "))
 	fs.BoolVar(&c.Progress, "progress", false, "print each step on stderr")
 	if err := fs.Parse(longFlags(args)); err != nil {

@@ -30,6 +30,7 @@ type loadFlags struct {
 	profile bool
 	wave    string
 	flash   bool
+	tune    string // --tune-profile
 }
 
 func (l *loadFlags) register(fs *pflag.FlagSet) {
@@ -42,6 +43,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
 	fs.StringVar(&l.wave, "wave", "auto", "flash-attention lane group: 32, 64 or auto (RDNA 32, GCN 64, others native)")
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
+	fs.StringVar(&l.tune, "tune-profile", "", tuneProfileUsage)
 	fs.BoolVar(&l.profile, "profile", false, "time every GPU dispatch and print a per-op table at the end")
 }
 
@@ -110,11 +112,16 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if err == nil {
 			var e *engine.Engine
 			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash}
+			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
+				dev.Close()
+				return nil, err
+			}
 			if e, err = engine.New(dev, o); err == nil {
 				if l.verbose {
 					w, sg := e.Wave()
 					fmt.Fprint(os.Stderr, dev.Info().Report())
 					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
+					fmt.Fprintln(os.Stderr, describeTuning(o.Tune))
 				}
 				return e, nil
 			}

@@ -152,7 +152,8 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	}
 	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
 	io := flashattn.IO{Q: in, K: kc, V: vc, Out: out, Step: whole(p.step)}
-	size, err := p.e.fa.ScratchBytes(sh)
+	fa := p.e.flash(p.n)
+	size, err := fa.ScratchBytes(sh)
 	if err != nil {
 		p.do(err)
 		return
@@ -168,7 +169,7 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		}
 		io.Scratch = whole(p.faScratch)
 	}
-	p.do(p.e.fa.Record(p.seq, io, sh))
+	p.do(fa.Record(p.seq, io, sh))
 }
 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {

@@ -1,0 +1,350 @@
+// Package tune measures kernel geometry on one device (the prefill matmul's
+// tile, the decode matrix-vector's shape, flash attention's Br, Bc, wave and
+// split-k), checks every measured variant against a CPU reference, and keeps
+// the winners as a profile that the Vulkan engine applies at start-up.
+//
+// A profile is only ever applied to the device, driver and kernels it was
+// measured on: its Key is checked against the running device, and anything
+// else (another device, another driver version, other shader binaries, an
+// unreadable file) is ignored with a warning, never trusted.
+package tune
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/shaders"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/flashattn"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// Version is vkinfer's version as far as profiles are concerned: bump it
+// when a kernel's meaning of a geometry changes without its SPIR-V changing
+// (a host-side change of how a tile is dispatched, say).
+const Version = "0.1.0"
+
+// Format is the profile file format; files of another format are ignored.
+const Format = 1
+
+// tunedShaders are the kernels whose geometry a profile holds; their SPIR-V
+// is part of the key, so rebuilt shaders make old measurements stale.
+var tunedShaders = []string{"matmul", "matvec", "flash_attn", "flash_attn_reduce"}
+
+// Build is the vkinfer build a profile belongs to: Version and a hash of
+// the tuned kernels' SPIR-V.
+func Build() string {
+	h := sha256.New()
+	for _, n := range tunedShaders {
+		h.Write(shaders.SPIRV(n))
+	}
+	return Version + "+spirv." + hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+// Key identifies what a profile was measured on.
+type Key struct {
+	Device        string `json:"device"` // for people; not compared
+	UUID          string `json:"uuid"`
+	Driver        string `json:"driver"`
+	DriverVersion uint32 `json:"driver_version"`
+	Build         string `json:"vkinfer"`
+}
+
+// KeyOf is the key of a device running this build.
+func KeyOf(info vk.DeviceInfo) Key {
+	return Key{Device: info.Name, UUID: hex.EncodeToString(info.UUID[:]), Driver: info.Driver,
+		DriverVersion: info.DriverVersion, Build: Build()}
+}
+
+// mismatch says how k differs from the running device's key, "" if not.
+func (k Key) mismatch(run Key) string {
+	switch {
+	case k.UUID != run.UUID || k.Driver != run.Driver:
+		return fmt.Sprintf("measured on another device (%s, %s, UUID %s)", k.Device, k.Driver, k.UUID)
+	case k.DriverVersion != run.DriverVersion:
+		return fmt.Sprintf("measured with driver version %d, running %d", k.DriverVersion, run.DriverVersion)
+	case k.Build != run.Build:
+		return fmt.Sprintf("measured with vkinfer %s, running %s", k.Build, run.Build)
+	}
+	return ""
+}
+
+// MatMul is the prefill tile (kernels.Tile).
+type MatMul struct {
+	BM  int  `json:"bm"`
+	BN  int  `json:"bn"`
+	TM  int  `json:"tm"`
+	TN  int  `json:"tn"`
+	F16 bool `json:"f16"`
+}
+
+// Tile converts m to the kernels' type.
+func (m MatMul) Tile() kernels.Tile {
+	return kernels.Tile{BM: m.BM, BN: m.BN, TM: m.TM, TN: m.TN, F16: m.F16}
+}
+
+// MatVec is the decode matrix-vector shape (kernels.MatVecShape).
+type MatVec struct {
+	Lanes  int `json:"lanes"`
+	Rows   int `json:"rows"`
+	Unroll int `json:"unroll"`
+	Wave   int `json:"wave"`
+}
+
+// Shape converts m to the kernels' type.
+func (m MatVec) Shape() kernels.MatVecShape {
+	return kernels.MatVecShape{Lanes: m.Lanes, Rows: m.Rows, Unroll: m.Unroll, Wave: m.Wave}
+}
+
+// Attention is one flash-attention setting; zero fields leave the choice
+// to the policy (package attention).
+type Attention struct {
+	Wave   int `json:"wave"`
+	Br     int `json:"br"`
+	Bc     int `json:"bc"`
+	Splits int `json:"splits"`
+}
+
+// Options converts a to flashattn's options; wave, when not 0 (the user's
+// --wave), overrides the measured one.
+func (a Attention) Options(wave int) flashattn.Options {
+	if wave == 0 {
+		wave = a.Wave
+	}
+	return flashattn.Options{Wave: wave, Prefs: attention.Prefs{Br: a.Br, Bc: a.Bc, Splits: a.Splits}}
+}
+
+// Profile is the measured geometry for one device. Sections are nil where
+// no sweep ran; the engine then keeps its built-in defaults for them.
+type Profile struct {
+	Format  int       `json:"format"`
+	Key     Key       `json:"key"`
+	Created time.Time `json:"created"`
+	Model   string    `json:"model"` // the shapes the sweep measured
+	MatMul  *MatMul   `json:"matmul,omitempty"`
+	MatVec  *MatVec   `json:"matvec,omitempty"`
+	// Decode (one query) and prefill attention are tuned apart: decode is
+	// bound by splitting the KV range, prefill by rows per workgroup.
+	Decode  *Attention `json:"decode_attention,omitempty"`
+	Prefill *Attention `json:"prefill_attention,omitempty"`
+
+	// Path is the file the profile was read from or written to.
+	Path string `json:"-"`
+}
+
+// ApplyKernels sets the shapes k.MatMul uses; a nil profile changes
+// nothing.
+func (p *Profile) ApplyKernels(k *kernels.Kernels) {
+	if p == nil {
+		return
+	}
+	if p.MatMul != nil {
+		k.Tile = p.MatMul.Tile()
+	}
+	if p.MatVec != nil {
+		k.MatVec = p.MatVec.Shape()
+	}
+}
+
+// FlashAttn returns the options of the decode and the prefill flash
+// attention; wave, when not 0, is the user's --wave and wins over the
+// profile. A nil profile gives the policy's defaults.
+func (p *Profile) FlashAttn(wave int) (decode, prefill flashattn.Options) {
+	decode, prefill = flashattn.Options{Wave: wave}, flashattn.Options{Wave: wave}
+	if p == nil {
+		return decode, prefill
+	}
+	if p.Decode != nil {
+		decode = p.Decode.Options(wave)
+	}
+	if p.Prefill != nil {
+		prefill = p.Prefill.Options(wave)
+	}
+	return decode, prefill
+}
+
+// String describes the profile in one line.
+func (p *Profile) String() string {
+	if p == nil {
+		return "built-in defaults"
+	}
+	var parts []string
+	if p.MatMul != nil {
+		parts = append(parts, "matmul "+p.MatMul.Tile().String())
+	}
+	if p.MatVec != nil {
+		parts = append(parts, "matvec "+p.MatVec.Shape().String())
+	}
+	for _, a := range []struct {
+		name string
+		a    *Attention
+	}{{"decode attention", p.Decode}, {"prefill attention", p.Prefill}} {
+		if a.a != nil {
+			parts = append(parts, fmt.Sprintf("%s %v", a.name, *a.a))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Dir is where profiles live: the user's cache directory, vkinfer/tune.
+func Dir() (string, error) {
+	c, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("tune: no cache directory for profiles: %w", err)
+	}
+	return filepath.Join(c, "vkinfer", "tune"), nil
+}
+
+// DefaultPath is the profile file of a device: one per device and driver,
+// overwritten by the next sweep; the driver version and build are checked
+// from its contents, so an upgrade finds the old file and says it is stale.
+func DefaultPath(info vk.DeviceInfo) (string, error) {
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	driver := strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return unicode.ToLower(r)
+		}
+		return '_'
+	}, info.Driver)
+	return filepath.Join(dir, fmt.Sprintf("%x-%s.json", info.UUID[:], driver)), nil
+}
+
+// Decode reads a profile and checks it is well formed: the right format,
+// no unknown fields, and geometry the device can run. It does not compare
+// keys; see Check.
+func Decode(r io.Reader, info vk.DeviceInfo) (*Profile, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var p Profile
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("not a profile: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a profile: data after the JSON object")
+	}
+	if p.Format != Format {
+		return nil, fmt.Errorf("profile format %d, want %d", p.Format, Format)
+	}
+	return &p, p.validate(info)
+}
+
+// validate checks that every section is geometry this device accepts, so
+// that a hand-edited or damaged profile fails here with a clear message and
+// not at the first forward pass.
+func (p *Profile) validate(info vk.DeviceInfo) error {
+	if m := p.MatMul; m != nil {
+		t := m.Tile()
+		if m.BM < 1 || m.BN < 1 || m.TM < 1 || m.TN < 1 || m.BM%m.TM != 0 || m.BN%m.TN != 0 {
+			return fmt.Errorf("matmul tile %v: micro-tiles must divide the tile", t)
+		}
+		if t.Invocations() > info.MaxWorkgroupInvocations {
+			return fmt.Errorf("matmul tile %v: %d invocations, device allows %d", t, t.Invocations(), info.MaxWorkgroupInvocations)
+		}
+		for _, qt := range kernels.WeightTypes {
+			if b := t.SharedBytes(qt); b > info.SharedMemory {
+				return fmt.Errorf("matmul tile %v: %d bytes of shared memory for %s, device has %d", t, b, qt, info.SharedMemory)
+			}
+		}
+	}
+	if m := p.MatVec; m != nil {
+		if m.Lanes < 1 || m.Rows < 1 || m.Unroll < 1 || m.Lanes > info.MaxWorkgroupInvocations || m.Wave < 0 {
+			return fmt.Errorf("matvec shape %+v is out of range", *m)
+		}
+		if m.Wave != 0 && (!info.SizeControl || m.Wave < info.MinSubgroupSize || m.Wave > info.MaxSubgroupSize) {
+			return fmt.Errorf("matvec wave %d: the device cannot require it", m.Wave)
+		}
+	}
+	dev := flashattn.Device(info)
+	for _, a := range []*Attention{p.Decode, p.Prefill} {
+		if a == nil {
+			continue
+		}
+		if _, err := attention.ChooseWave(dev, a.Wave); err != nil {
+			return err
+		}
+		if a.Br < 0 || a.Bc < 0 || a.Splits < 0 || a.Splits > attention.MaxSplits {
+			return fmt.Errorf("attention %+v is out of range", *a)
+		}
+	}
+	return nil
+}
+
+// Load reads the profile at path for the running device. A missing file
+// is an error (os.ErrNotExist); a file that is not a valid profile, or was
+// measured on another device, driver or build, is returned with a nil
+// profile and the reason as warning, for the caller to print: such a
+// profile is never applied.
+func Load(path string, info vk.DeviceInfo) (p *Profile, warning string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err = Decode(bytes.NewReader(data), info)
+	if err != nil {
+		return nil, fmt.Sprintf("tuning profile %s ignored: %v", path, err), nil
+	}
+	if why := p.Key.mismatch(KeyOf(info)); why != "" {
+		return nil, fmt.Sprintf("tuning profile %s ignored: stale, %s; run infer tune again", path, why), nil
+	}
+	p.Path = path
+	return p, "", nil
+}
+
+// Find looks up the running device's profile in the cache directory: nil
+// without a warning when there is none, nil with a warning when the one
+// there is unusable.
+func Find(info vk.DeviceInfo) (*Profile, string) {
+	path, err := DefaultPath(info)
+	if err != nil {
+		return nil, err.Error()
+	}
+	p, warn, err := Load(path, info)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, ""
+	case err != nil:
+		return nil, fmt.Sprintf("tuning profile %s ignored: %v", path, err)
+	}
+	return p, warn
+}
+
+// Save writes p to path (creating its directory) through a temporary file
+// and a rename, so a reader never sees half a profile.
+func (p *Profile) Save(path string) error {
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("tune: %w", err)
+	}
+	_, err = tmp.Write(append(data, '\n'))
+	err = errors.Join(err, tmp.Chmod(0o644), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("tune: writing %s: %w", path, err)
+	}
+	p.Path = path
+	return nil
+}

@@ -1,0 +1,271 @@
+package tune
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// Kernel names, as --kernels takes them.
+const (
+	KernelMatMul    = "matmul"
+	KernelMatVec    = "matvec"
+	KernelAttention = "attention"
+)
+
+// Kernels lists the kernels a sweep can measure.
+var Kernels = []string{KernelMatMul, KernelMatVec, KernelAttention}
+
+// Options configure a sweep.
+type Options struct {
+	Kernels []string // subset of Kernels; empty means all
+	Reps    int      // timed repetitions per cell (after one warm-up run)
+	// Quick shrinks the problem (matrices capped at 256x512, 32 prefill
+	// columns, 16 prefill queries, KV lengths 64 and 256) and the variant
+	// lists, for software rasterisers and smoke tests.
+	Quick bool
+	Log   io.Writer // one line per cell; nil discards
+
+	// The variant lists; nil takes the defaults (smaller with Quick). The
+	// built-in default of each kernel is always added.
+	Tiles   []kernels.Tile
+	MatVecs []kernels.MatVecShape
+	Decode  []Attention
+	Prefill []Attention
+	// Problem sizes; zero takes the defaults.
+	KVLens  []int // attention KV lengths (default 4096 and 16384)
+	Columns int   // prefill matmul activation columns (default 512)
+	Queries int   // prefill attention queries (default 512)
+
+	// Tests plant deliberately wrong kernels here to show that parity
+	// rejects them.
+	extraMatMul, extraMatVec []matVariant
+}
+
+// Cell is one measured variant of one kernel on one shape.
+type Cell struct {
+	Variant string  `json:"variant"`
+	Ref     bool    `json:"reference,omitempty"` // what "vs ref" compares with
+	Default bool    `json:"default,omitempty"`   // the built-in default
+	Millis  float64 `json:"ms,omitempty"`        // median GPU time of one dispatch
+	Rate    float64 `json:"rate,omitempty"`      // in the table's unit
+	VsRef   float64 `json:"vs_ref,omitempty"`    // ref time / time - 1: +0.26 is 26% faster
+	MaxErr  float64 `json:"max_err"`             // parity: max |diff| / magnitude
+	Bound   float64 `json:"bound"`               // ... must stay within this
+	Status  string  `json:"status"`              // ok, parity, or why it could not run
+	Winner  bool    `json:"winner,omitempty"`    // fastest ok cell of its table
+}
+
+// Cell statuses besides an error message.
+const (
+	StatusOK     = "ok"
+	StatusParity = "parity"
+)
+
+// OK reports whether c ran and passed parity.
+func (c Cell) OK() bool { return c.Status == StatusOK }
+
+// Table is every variant of one kernel on one shape.
+type Table struct {
+	Kernel string `json:"kernel"` // matmul, matvec, decode attention, prefill attention
+	Shape  string `json:"shape"`
+	Unit   string `json:"unit"`   // GFLOPS or GB/s
+	Weight int    `json:"weight"` // how much this shape counts in the overall choice
+	Cells  []Cell `json:"cells"`
+}
+
+// Report is the result of a sweep.
+type Report struct {
+	Device  string   `json:"device"`
+	Driver  string   `json:"driver"`
+	Timer   string   `json:"timer"` // gpu timestamps or wall clock
+	Reps    int      `json:"reps"`
+	Model   string   `json:"model"`
+	Tables  []Table  `json:"tables"`
+	Profile *Profile `json:"profile"`
+	// Unchosen names the kernels for which no variant passed everywhere;
+	// they keep the built-in defaults.
+	Unchosen []string `json:"unchosen,omitempty"`
+}
+
+// sweeper holds what every cell needs.
+type sweeper struct {
+	dev   *vk.Device
+	o     Options
+	timed bool // the device writes timestamps
+}
+
+// Sweep measures the kernels of o on dev for the shapes of m and returns
+// the tables and a profile of the winners (keyed for dev). dev should be
+// opened without the validation layer: it slows every dispatch.
+func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
+	if o.Reps < 1 {
+		return nil, fmt.Errorf("tune: %d repetitions, want at least 1", o.Reps)
+	}
+	if len(o.Kernels) == 0 {
+		o.Kernels = Kernels
+	}
+	for _, k := range o.Kernels {
+		if !slices.Contains(Kernels, k) {
+			return nil, fmt.Errorf("tune: unknown kernel %q (valid: matmul, matvec, attention)", k)
+		}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Quick {
+		m = m.Capped(256, 512)
+	}
+	info := dev.Info()
+	sw := &sweeper{dev: dev, o: o, timed: info.TimestampValid}
+	dev.SetProfiling(sw.timed)
+	defer dev.SetProfiling(false)
+	r := &Report{Device: info.Name, Driver: info.Driver, Reps: o.Reps, Model: m.Name, Timer: "gpu timestamps"}
+	if !sw.timed {
+		r.Timer = "wall clock (the device writes no timestamps)"
+	}
+	p := &Profile{Format: Format, Key: KeyOf(info), Created: time.Now().UTC(), Model: m.Name}
+	for _, k := range o.Kernels {
+		var err error
+		switch k {
+		case KernelMatMul:
+			err = sw.matmul(m, r, p)
+		case KernelMatVec:
+			err = sw.matvec(m, r, p)
+		case KernelAttention:
+			err = sw.attention(m, r, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	r.Profile = p
+	return r, nil
+}
+
+// run measures one cell: it records the kernel with rec, runs it once
+// (warm-up: pipelines, caches, clocks), checks the result with check, and
+// only when that passes times o.Reps runs and takes the median. per is the
+// number of dispatches of the kernel one run holds. clear, run before the
+// warm-up, poisons the output so that a variant that writes nothing cannot
+// pass on its predecessor's result.
+func (sw *sweeper) run(c *Cell, per int, clear func() error, rec func(s *vk.Sequence) error, check func() (float64, error)) error {
+	s := sw.dev.NewSequence()
+	defer s.Free()
+	if err := rec(s); err != nil {
+		c.Status = err.Error() // geometry the device cannot run
+		return nil
+	}
+	if err := s.End(); err != nil {
+		return err
+	}
+	if err := clear(); err != nil {
+		return err
+	}
+	if err := s.Run(); err != nil {
+		return err
+	}
+	e, err := check()
+	if err != nil {
+		return err
+	}
+	// An output that is NaN or was never written counts as the largest
+	// error there is (a finite one, so that JSON can carry it).
+	if math.IsNaN(e) || e > math.MaxFloat64 {
+		e = math.MaxFloat64
+	}
+	c.MaxErr = e
+	if !(e <= c.Bound) { // NaN fails too
+		c.Status = StatusParity
+		return nil
+	}
+	samples := make([]float64, sw.o.Reps)
+	for i := range samples {
+		start := time.Now()
+		if err := s.Run(); err != nil {
+			return err
+		}
+		samples[i] = float64(time.Since(start).Microseconds())
+		if sw.timed {
+			samples[i] = 0
+			for _, t := range s.Timings() {
+				samples[i] += t.Micros
+			}
+		}
+	}
+	sort.Float64s(samples)
+	c.Millis = samples[len(samples)/2] / 1e3 / float64(per)
+	c.Status = StatusOK
+	return nil
+}
+
+// finish fills the rates and the comparison with the reference and marks
+// the table's winner; work is the table's units (flops or bytes) per
+// dispatch.
+func (t *Table) finish(work float64) {
+	ref, best := -1, -1
+	for i, c := range t.Cells {
+		if !c.OK() {
+			continue
+		}
+		if c.Ref {
+			ref = i
+		}
+		if best < 0 || c.Millis < t.Cells[best].Millis {
+			best = i
+		}
+	}
+	for i := range t.Cells {
+		c := &t.Cells[i]
+		if !c.OK() || c.Millis <= 0 {
+			continue
+		}
+		c.Rate = work / (c.Millis * 1e6) // per ns: G units per second
+		if ref >= 0 {
+			c.VsRef = t.Cells[ref].Millis/c.Millis - 1
+		}
+	}
+	if best >= 0 {
+		t.Cells[best].Winner = true
+	}
+}
+
+// choose returns the index (into each table's cells, which list the same
+// variants in the same order) of the variant with the least weighted time
+// over tables, among those that passed on every table; -1 if none did.
+func choose(tables []Table) int {
+	if len(tables) == 0 {
+		return -1
+	}
+	best, bestT := -1, math.Inf(1)
+	for i := range tables[0].Cells {
+		total := 0.0
+		for _, t := range tables {
+			c := t.Cells[i]
+			if !c.OK() {
+				total = math.Inf(1)
+				break
+			}
+			total += float64(t.Weight) * c.Millis
+		}
+		if total < bestT {
+			best, bestT = i, total
+		}
+	}
+	return best
+}
+
+// logCell prints one measured cell as progress.
+func (sw *sweeper) logCell(kernel, shape string, c Cell) {
+	if c.OK() {
+		fmt.Fprintf(sw.o.Log, "tune: %s %s %s: %.4f ms (error %.2g)\n", kernel, shape, c.Variant, c.Millis, c.MaxErr)
+		return
+	}
+	fmt.Fprintf(sw.o.Log, "tune: %s %s %s: %s (error %.2g, bound %.2g)\n", kernel, shape, c.Variant, c.Status, c.MaxErr, c.Bound)
+}
