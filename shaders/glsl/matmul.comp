@@ -8,7 +8,7 @@
 // whole blocks for Q8_0/Q4_0 (32), 64 for float types. Each K tile of W is
 // dequantized once into shared memory (f32, or f16 pairs when A16 so that
 // BM = 32 fits 32 KiB); x follows in chunks of BKB values. Shared rows are
-// padded by one word so that a column walk hits distinct banks.
+// padded against bank conflicts (see ASTRIDE).
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -35,14 +35,17 @@ layout(push_constant) uniform Push {
 
 const uint BK = QFLOAT ? 64u : QK;
 const uint BKB = 32u;
-// Row strides of the shared tiles, in 32-bit words, padded to be odd.
-const uint ASTRIDE = (A16 ? BK / 2u : BK) + 1u;
-const uint BSTRIDE = BKB + 1u;
+// Shared tiles are read 4 (f32) or 8 (f16) values at a time as 16-byte
+// words. Rows are padded by one such word: a row stride of 4 mod 32 banks
+// lets the 8 invocations of one 16-byte access phase read 8 different rows
+// from 32 distinct banks.
+const uint ASTRIDE = (A16 ? BK / 8u : BK / 4u) + 1u; // uvec4s per weight row
+const uint BSTRIDE = BKB / 4u + 1u;                   // vec4s per activation row
 const uint MT = BM / TM; // invocations along M
 const uint NT = BN / TN; // invocations along N
 
-shared uint shA[BM * ASTRIDE]; // f32 bits, or packed f16 pairs when A16
-shared float shB[BN * BSTRIDE];
+shared uvec4 shA[BM * ASTRIDE]; // f32 bits, or packed f16 pairs when A16
+shared vec4 shB[BN * BSTRIDE];
 
 float acc[TM * TN];
 
@@ -58,17 +61,17 @@ void loadA(uint m0, uint k0) {
             dq_piece((m0 + r) * pc.rowBytes + (kb / QK) * QBYTES, p, pc.K - kb, v);
         }
         for (uint i = 0u; i < 4u; i++) {
-            uint c = tb * QK + dq_off(p, i); // column in the tile
+            uint c = tb * QK + dq_off(p, i); // column in the tile, a multiple of 4
             if (A16) {
-                uint o = r * ASTRIDE + c / 2u;
-                shA[o] = packHalf2x16(v[i].xy);
-                shA[o + 1u] = packHalf2x16(v[i].zw);
+                uvec2 h = uvec2(packHalf2x16(v[i].xy), packHalf2x16(v[i].zw));
+                uint o = r * ASTRIDE + c / 8u;
+                if ((c & 4u) == 0u) {
+                    shA[o].xy = h;
+                } else {
+                    shA[o].zw = h;
+                }
             } else {
-                uint o = r * ASTRIDE + c;
-                shA[o] = floatBitsToUint(v[i].x);
-                shA[o + 1u] = floatBitsToUint(v[i].y);
-                shA[o + 2u] = floatBitsToUint(v[i].z);
-                shA[o + 3u] = floatBitsToUint(v[i].w);
+                shA[r * ASTRIDE + c / 4u] = floatBitsToUint(v[i]);
             }
         }
     }
@@ -77,16 +80,12 @@ void loadA(uint m0, uint k0) {
 // loadB copies x[n0.., k..k+BKB) into shB, zero past N and K.
 void loadB(uint n0, uint k) {
     for (uint it = gl_LocalInvocationID.x; it < BN * (BKB / 4u); it += WG) {
-        uint n = it / (BKB / 4u), c = 4u * (it % (BKB / 4u));
+        uint n = it / (BKB / 4u), c = it % (BKB / 4u);
         vec4 v = vec4(0.0);
-        if (n0 + n < pc.N && k + c < pc.K) {
-            v = x4[((n0 + n) * pc.K + k + c) >> 2];
+        if (n0 + n < pc.N && k + 4u * c < pc.K) {
+            v = x4[((n0 + n) * pc.K + k) / 4u + c];
         }
-        uint o = n * BSTRIDE + c;
-        shB[o] = v.x;
-        shB[o + 1u] = v.y;
-        shB[o + 2u] = v.z;
-        shB[o + 3u] = v.w;
+        shB[n * BSTRIDE + c] = v;
     }
 }
 
@@ -103,21 +102,29 @@ void main() {
             barrier(); // shA written; the previous chunk's readers of shB are done
             loadB(n0, k0 + kc);
             barrier();
-            for (uint kk = 0u; kk < BKB; kk += 2u) {
-                vec2 a[TM];
-                vec2 b[TN];
+            // Eight values of k per step: one 16-byte read of f16 weights,
+            // two of f32 weights or activations.
+            for (uint kk = 0u; kk < BKB; kk += 8u) {
+                vec4 alo[TM], ahi[TM], blo[TN], bhi[TN];
                 for (uint i = 0u; i < TM; i++) {
                     uint o = (tm + i * MT) * ASTRIDE;
-                    a[i] = A16 ? unpackHalf2x16(shA[o + (kc + kk) / 2u])
-                               : uintBitsToFloat(uvec2(shA[o + kc + kk], shA[o + kc + kk + 1u]));
+                    if (A16) {
+                        uvec4 h = shA[o + (kc + kk) / 8u];
+                        alo[i] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+                        ahi[i] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+                    } else {
+                        alo[i] = uintBitsToFloat(shA[o + (kc + kk) / 4u]);
+                        ahi[i] = uintBitsToFloat(shA[o + (kc + kk) / 4u + 1u]);
+                    }
                 }
                 for (uint j = 0u; j < TN; j++) {
-                    uint o = (tn + j * NT) * BSTRIDE + kk;
-                    b[j] = vec2(shB[o], shB[o + 1u]);
+                    uint o = (tn + j * NT) * BSTRIDE + kk / 4u;
+                    blo[j] = shB[o];
+                    bhi[j] = shB[o + 1u];
                 }
                 for (uint i = 0u; i < TM; i++) {
                     for (uint j = 0u; j < TN; j++) {
-                        acc[i * TN + j] += dot(a[i], b[j]);
+                        acc[i * TN + j] += dot(alo[i], blo[j]) + dot(ahi[i], bhi[j]);
                     }
                 }
             }

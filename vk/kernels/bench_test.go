@@ -47,6 +47,7 @@ var benchShapes = [][2]int{{4096, 14336}, {14336, 4096}}
 func BenchmarkMatVecQ4K(b *testing.B)  { benchMatVec(b, quant.Q4_K) }
 func BenchmarkMatVecQ6K(b *testing.B)  { benchMatVec(b, quant.Q6_K) }
 func BenchmarkMatVecQ8_0(b *testing.B) { benchMatVec(b, quant.Q8_0) }
+func BenchmarkMatVecF16(b *testing.B)  { benchMatVec(b, quant.F16) }
 
 // benchMatVec reports the rate at which the decode kernel (one activation
 // column) reads weight bytes. It cycles through enough copies of the matrix

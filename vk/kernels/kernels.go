@@ -87,13 +87,14 @@ func kTile(qt quant.Type) int {
 const chunkB = 32
 
 // SharedBytes is the shared memory the tile needs for weights of type qt,
-// including the one-word padding of each row.
+// including the 16-byte padding of each row (ASTRIDE, BSTRIDE in
+// matmul.comp).
 func (t Tile) SharedBytes(qt quant.Type) int {
-	a := kTile(qt)
+	a := 4 * kTile(qt) // bytes of a weight row
 	if t.F16 {
 		a /= 2
 	}
-	return 4 * (t.BM*(a+1) + t.BN*(chunkB+1))
+	return t.BM*(a+16) + t.BN*(4*chunkB+16)
 }
 
 // Kernels records kernels for one device.
@@ -110,8 +111,9 @@ type Kernels struct {
 	Tile   Tile
 }
 
-// New prepares kernels for d. The shapes start at defaults that fit every
-// device's shared memory (32 KiB or more).
+// New prepares kernels for d. The shapes start at the fastest measured on
+// an H100 (docs/KERNELS.md), which fit every device's shared memory (32 KiB
+// or more).
 func New(d *vk.Device) (*Kernels, error) {
 	dummy, err := d.NewBuffer(16, false)
 	if err != nil {
@@ -122,7 +124,7 @@ func New(d *vk.Device) (*Kernels, error) {
 		info:   d.Info(),
 		dummy:  dummy,
 		MatVec: MatVecShape{Lanes: 64, Rows: 2, Unroll: 2},
-		Tile:   Tile{BM: 16, BN: 32, TM: 2, TN: 4},
+		Tile:   Tile{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
 	}, nil
 }
 

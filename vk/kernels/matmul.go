@@ -64,11 +64,21 @@ func checkMatrix(op string, dst, w, x vk.Binding, t quant.Type, n, rows, K int) 
 // MatMul records dst[n][rows] = x[n][K] . W^T for a rows x K weight matrix W
 // of type t: the matrix-vector kernel with shape k.MatVec for n <=
 // MaxMatVecCols (decode), the tiled kernel with k.Tile above (prefill).
+// k.Tile.F16 applies to quantized weights only: rounding their dequantized
+// values to f16 costs far less than the quantization did, while float
+// weights keep their exact values (and BF16/F32 ones may exceed f16 range).
 func (k *Kernels) MatMul(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error {
 	if n <= MaxMatVecCols {
 		return k.MatVecWith(s, dst, w, x, t, n, rows, K, k.MatVec)
 	}
-	return k.MatMulTiled(s, dst, w, x, t, n, rows, K, k.Tile)
+	return k.MatMulTiled(s, dst, w, x, t, n, rows, K, k.tileFor(t))
+}
+
+// tileFor is the tile MatMul uses for weights of type t.
+func (k *Kernels) tileFor(t quant.Type) Tile {
+	tile := k.Tile
+	tile.F16 = tile.F16 && !isFloat(t)
+	return tile
 }
 
 // MatVecWith records the matrix-vector kernel with an explicit shape for

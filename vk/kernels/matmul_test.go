@@ -79,15 +79,18 @@ func testMatrix(t *testing.T, k *Kernels, qt quant.Type, c matCase, tol float64,
 func TestMatVec(t *testing.T) {
 	k := setup(t)
 	rows := []int{1, 7, 255, 257, 1025}
-	// Lanes 8 is one lavapipe subgroup (pure subgroupAdd) and part of one
-	// elsewhere; wider lane groups reduce through shared memory. Unroll 3,
-	// and 8 for Q8_0/Q4_0 and floats, leave a ragged last step. The last
-	// shape requires the device's narrowest subgroup size where it can.
+	// Lanes 16 and wider reduce through shared memory on lavapipe
+	// (subgroups of 8); the grid case below runs 8 lanes, one lavapipe
+	// subgroup and part of one elsewhere (pure subgroupAdd). Unroll 3, and
+	// 8 for Q8_0/Q4_0 and floats, leave a ragged last step. The last shape
+	// requires the device's narrowest subgroup size where it can.
+	// (Lanes 8 with Unroll 4 here made the Khronos validation layer
+	// 1.3.239 crash now and then inside vkCreateComputePipelines.)
 	wave := 0
 	if k.info.SizeControl {
 		wave = k.info.MinSubgroupSize
 	}
-	shapes := []MatVecShape{{64, 2, 1, 0}, {8, 1, 4, 0}, {32, 3, 2, 0}, {64, 4, 8, 0}, {max(32, wave), 2, 3, wave}}
+	shapes := []MatVecShape{{64, 2, 1, 0}, {16, 1, 4, 0}, {32, 3, 2, 0}, {64, 4, 8, 0}, {max(32, wave), 2, 3, wave}}
 	i := 0
 	for _, qt := range WeightTypes {
 		for j, K := range kFor(qt) {
@@ -152,14 +155,21 @@ func TestMatMul(t *testing.T) {
 			})
 		}
 	}
-	// MatMul picks the kernel by column count.
-	for _, n := range []int{MaxMatVecCols, MaxMatVecCols + 1} {
-		t.Run(fmt.Sprintf("auto/n%d", n), func(t *testing.T) {
+	// MatMul picks the kernel by column count, and f16 tiles for quantized
+	// weights only.
+	for _, qt := range []quant.Type{quant.Q4_K, quant.F32} {
+		for _, n := range []int{MaxMatVecCols, MaxMatVecCols + 1} {
 			c := matCase{rows: 33, K: 512, n: n}
-			testMatrix(t, k, quant.Q4_K, c, dotTol(c.K), func(s *vk.Sequence, dst, w, x vk.Binding) error {
-				return k.MatMul(s, dst, w, x, quant.Q4_K, c.n, c.rows, c.K)
+			tol := dotTol(c.K)
+			if n > MaxMatVecCols && k.tileFor(qt).F16 {
+				tol += 1.0 / 1024
+			}
+			t.Run(fmt.Sprintf("auto/%s/n%d", qt, n), func(t *testing.T) {
+				testMatrix(t, k, qt, c, tol, func(s *vk.Sequence, dst, w, x vk.Binding) error {
+					return k.MatMul(s, dst, w, x, qt, c.n, c.rows, c.K)
+				})
 			})
-		})
+		}
 	}
 }
 
