@@ -152,7 +152,7 @@ func (d *Device) createDevice() error {
 	// Handles come back through locals: cgo refuses a pointer into a struct
 	// that holds Go pointers, such as Device.
 	var h vk.Device
-	if err := check("creating device", int32(vk.CreateDevice(p.h, ci, nil, &h))); err != nil {
+	if err := check("creating device", int32(paused(func() vk.Result { return vk.CreateDevice(p.h, ci, nil, &h) }))); err != nil {
 		return err
 	}
 	d.h = h

@@ -168,7 +168,7 @@ func newInstance(validation bool) (*instance, error) {
 		PpEnabledExtensionNames: extNames,
 	}
 	var h vk.Instance // a local: cgo refuses pointers into structs holding Go pointers
-	if r := int32(vk.CreateInstance(ci, nil, &h)); r != resSuccess {
+	if r := int32(paused(func() vk.Result { return vk.CreateInstance(ci, nil, &h) })); r != resSuccess {
 		in.releaseLog()
 		if r == resIncompatibleDriver {
 			// What the loader returns when it finds no driver at all.

@@ -152,7 +152,7 @@ func (p *Pipeline) build(words []uint32) error {
 	// Handles come back through locals: cgo refuses a pointer into a struct
 	// that holds Go pointers, such as Pipeline.
 	var setLayout vk.DescriptorSetLayout
-	if err := check("creating descriptor set layout", int32(vk.CreateDescriptorSetLayout(d.h, sli, nil, &setLayout))); err != nil {
+	if err := check("creating descriptor set layout", int32(paused(func() vk.Result { return vk.CreateDescriptorSetLayout(d.h, sli, nil, &setLayout) }))); err != nil {
 		return err
 	}
 	p.setLayout = setLayout
@@ -170,7 +170,7 @@ func (p *Pipeline) build(words []uint32) error {
 		}}
 	}
 	var layout vk.PipelineLayout
-	if err := check("creating pipeline layout", int32(vk.CreatePipelineLayout(d.h, li, nil, &layout))); err != nil {
+	if err := check("creating pipeline layout", int32(paused(func() vk.Result { return vk.CreatePipelineLayout(d.h, li, nil, &layout) }))); err != nil {
 		return err
 	}
 	p.layout = layout
@@ -185,7 +185,7 @@ func (d *Device) shaderModule(words []uint32) (vk.ShaderModule, error) {
 		CodeSize: uint(4 * len(words)),
 		PCode:    words,
 	}
-	err := check("creating shader module", int32(vk.CreateShaderModule(d.h, ci, nil, &m)))
+	err := check("creating shader module", int32(paused(func() vk.Result { return vk.CreateShaderModule(d.h, ci, nil, &m) })))
 	return m, err
 }
 
@@ -227,7 +227,7 @@ func (p *Pipeline) createPipeline(module vk.ShaderModule) error {
 		Layout: p.layout,
 	}}
 	pipes := make([]vk.Pipeline, 1)
-	if err := check("creating compute pipeline", int32(vk.CreateComputePipelines(d.h, d.cache.h, 1, ci, nil, pipes))); err != nil {
+	if err := check("creating compute pipeline", int32(paused(func() vk.Result { return vk.CreateComputePipelines(d.h, d.cache.h, 1, ci, nil, pipes) }))); err != nil {
 		return err
 	}
 	p.h = pipes[0]

@@ -116,7 +116,7 @@ func (s *Sequence) create() error {
 		Level:              vk.CommandBufferLevelPrimary,
 		CommandBufferCount: 1,
 	}
-	if err := check("allocating command buffer", int32(vk.AllocateCommandBuffers(d.h, ai, cmds))); err != nil {
+	if err := check("allocating command buffer", int32(paused(func() vk.Result { return vk.AllocateCommandBuffers(d.h, ai, cmds) }))); err != nil {
 		return err
 	}
 	s.cmd = cmds[0]
@@ -311,7 +311,7 @@ func (s *Sequence) addPool() error {
 		}},
 	}
 	var pool vk.DescriptorPool
-	if err := check("creating descriptor pool", int32(vk.CreateDescriptorPool(s.d.h, ci, nil, &pool))); err != nil {
+	if err := check("creating descriptor pool", int32(paused(func() vk.Result { return vk.CreateDescriptorPool(s.d.h, ci, nil, &pool) }))); err != nil {
 		return err
 	}
 	s.dpools = append(s.dpools, pool)
