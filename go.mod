@@ -3,9 +3,10 @@ module github.com/vkinfer/vkinfer
 go 1.26
 
 require (
-	github.com/ollama/ollama v0.17.4 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/vulkan-go/vulkan v0.0.0-20221209234627-c0a353ae26c8 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
-	golang.org/x/sync v0.17.0 // indirect
+	github.com/ollama/ollama v0.17.4
+	github.com/spf13/pflag v1.0.10
+	github.com/vulkan-go/vulkan v0.0.0-20221209234627-c0a353ae26c8
+	github.com/x448/float16 v0.8.4
 )
+
+require golang.org/x/sync v0.17.0 // indirect
