@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,31 +14,18 @@ import (
 	"github.com/vkinfer/vkinfer/model/synth"
 
 	"github.com/vkinfer/vkinfer/internal/golden"
-	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
-// open returns the engine on the first Vulkan device (lavapipe in CI) with
-// the validation layer on, and fails the test on any validation message.
+// open returns the engine on a new validated Vulkan device (lavapipe in CI);
+// any validation message fails the test.
 func open(t *testing.T) *engine.Engine {
 	t.Helper()
-	dev, err := vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true})
+	e, err := engine.New(vktest.Open(t), engine.Options{})
 	if err != nil {
-		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
-			t.Skipf("no Vulkan device: %v", err)
-		}
-		t.Fatalf("Vulkan device needed for this test (set VKINFER_NO_VULKAN=1 to skip): %v", err)
-	}
-	e, err := engine.New(dev, engine.Options{OwnDevice: true})
-	if err != nil {
-		dev.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if msgs := dev.Messages(); len(msgs) > 0 {
-			t.Errorf("%d validation messages, first: %s", len(msgs), msgs[0])
-		}
-	})
 	return e
 }
 

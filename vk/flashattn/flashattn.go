@@ -12,9 +12,7 @@
 package flashattn
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/vkinfer/vkinfer/attention"
@@ -178,7 +176,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	if err != nil {
 		return err
 	}
-	pushMain := push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale)
+	pushMain := vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale)
 	if p.Splits == 1 {
 		s.Dispatch(main, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, {Buf: f.dummy}},
 			pushMain, uint32(gx), uint32(gy), uint32(gz))
@@ -194,7 +192,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		pushMain, uint32(gx), uint32(gy), uint32(gz))
 	s.Barrier()
 	s.Dispatch(reduce, []vk.Binding{part, ml, io.Out},
-		push(uint32(sh.Queries), uint32(sh.Heads), uint32(p.Splits)),
+		vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(p.Splits)),
 		uint32(sh.Heads), uint32(sh.Queries), 1)
 	return nil
 }
@@ -229,35 +227,10 @@ func b32(b bool) uint32 {
 	return 0
 }
 
-// push encodes push constants: uint32 as is, float32 by its bits.
-func push(vals ...any) []byte {
-	b := make([]byte, 0, 4*len(vals))
-	for _, v := range vals {
-		switch v := v.(type) {
-		case uint32:
-			b = binary.LittleEndian.AppendUint32(b, v)
-		case float32:
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		default:
-			panic(fmt.Sprintf("flashattn: push constant of type %T", v))
-		}
-	}
-	return b
-}
-
-// need checks that binding b exposes at least n bytes from a 4-byte aligned
-// offset inside its buffer.
+// need checks a binding (see vk.Binding.Check) with the package's prefix.
 func need(what string, b vk.Binding, n int64) error {
-	if b.Buf == nil {
-		return fmt.Errorf("flashattn: %s: no buffer", what)
-	}
-	size := b.Size
-	if size == 0 {
-		size = b.Buf.Size() - b.Off
-	}
-	if b.Off < 0 || b.Off%4 != 0 || size < n || b.Off+size > b.Buf.Size() {
-		return fmt.Errorf("flashattn: %s: binding of %d bytes at offset %d in a %d-byte buffer, needs %d from a 4-byte boundary",
-			what, size, b.Off, b.Buf.Size(), n)
+	if err := b.Check(what, n); err != nil {
+		return fmt.Errorf("flashattn: %w", err)
 	}
 	return nil
 }

@@ -7,62 +7,26 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/x448/float16"
 
 	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/vk"
 )
 
 var long = flag.Bool("long", false, "TestFlashAttn: run the full cross product of every axis (hours on lavapipe), not the pairwise covering set")
 
-// One device for the package: lavapipe compiles each pipeline once, and each
-// test checks the validation messages raised while it ran.
-var (
-	devOnce sync.Once
-	dev     *vk.Device
-	devErr  error
-)
-
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	if dev != nil {
-		before := len(dev.Messages())
-		dev.Close()
-		if msgs := dev.Messages(); len(msgs) > before {
-			fmt.Fprintf(os.Stderr, "validation messages at close:\n%s\n", strings.Join(msgs[before:], "\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(vktest.Close(m.Run()))
 }
 
-// setup opens the shared device (lavapipe in CI) with validation on, and
-// fails t on any validation message raised while t runs. No device is a
-// failure unless VKINFER_NO_VULKAN=1 says that is expected.
-func setup(t testing.TB) *vk.Device {
-	t.Helper()
-	devOnce.Do(func() {
-		dev, devErr = vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true})
-	})
-	if devErr != nil {
-		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
-			t.Skipf("no Vulkan device (VKINFER_NO_VULKAN=1): %v", devErr)
-		}
-		t.Fatalf("open Vulkan device: %v", devErr)
-	}
-	before := len(dev.Messages())
-	t.Cleanup(func() {
-		if msgs := dev.Messages(); len(msgs) > before {
-			t.Errorf("%d validation messages:\n%s", len(msgs)-before, strings.Join(msgs[before:], "\n"))
-		}
-	})
-	return dev
-}
+// setup returns the package's shared validated device (lavapipe in CI):
+// lavapipe compiles each pipeline once.
+func setup(t testing.TB) *vk.Device { return vktest.Shared(t) }
 
 // tc is one kernel configuration of the test matrix.
 type tc struct {

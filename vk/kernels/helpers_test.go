@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 )
@@ -18,10 +19,9 @@ import (
 // is the slow part), and each test checks the validation messages raised
 // while it ran.
 var (
-	devOnce sync.Once
-	dev     *vk.Device
-	kern    *Kernels
-	devErr  error
+	kernOnce sync.Once
+	kern     *Kernels
+	kernErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -29,40 +29,17 @@ func TestMain(m *testing.M) {
 	if kern != nil {
 		kern.Close()
 	}
-	if dev != nil {
-		before := len(dev.Messages())
-		dev.Close()
-		if msgs := dev.Messages(); len(msgs) > before {
-			fmt.Fprintf(os.Stderr, "validation messages at close:\n%s\n", strings.Join(msgs[before:], "\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(vktest.Close(code))
 }
 
-// setup returns the shared Kernels and fails t on any validation message
-// raised during it. Without a Vulkan device the test fails, unless
-// VKINFER_NO_VULKAN=1 says that is expected.
+// setup returns the shared Kernels on the shared validated device.
 func setup(t testing.TB) *Kernels {
 	t.Helper()
-	devOnce.Do(func() {
-		dev, devErr = vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true})
-		if devErr == nil {
-			kern, devErr = New(dev)
-		}
-	})
-	if devErr != nil {
-		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
-			t.Skipf("no Vulkan device (VKINFER_NO_VULKAN=1): %v", devErr)
-		}
-		t.Fatalf("open Vulkan device: %v", devErr)
+	d := vktest.Shared(t)
+	kernOnce.Do(func() { kern, kernErr = New(d) })
+	if kernErr != nil {
+		t.Fatal(kernErr)
 	}
-	before := len(dev.Messages())
-	t.Cleanup(func() {
-		if msgs := dev.Messages(); len(msgs) > before {
-			t.Errorf("%d validation messages:\n%s", len(msgs)-before, strings.Join(msgs[before:], "\n"))
-		}
-	})
 	return kern
 }
 
@@ -70,7 +47,7 @@ func setup(t testing.TB) *Kernels {
 // freed when t ends, holding data at its start.
 func buffer(t testing.TB, n int64, data []byte) *vk.Buffer {
 	t.Helper()
-	b, err := dev.NewBuffer(round4(max(n, int64(len(data)), 4)), false)
+	b, err := kern.dev.NewBuffer(round4(max(n, int64(len(data)), 4)), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +95,7 @@ func whole(b *vk.Buffer) vk.Binding { return vk.Binding{Buf: b} }
 // run records with rec into a fresh sequence and runs it to completion.
 func run(t testing.TB, rec func(s *vk.Sequence) error) {
 	t.Helper()
-	s := dev.NewSequence()
+	s := kern.dev.NewSequence()
 	defer s.Free()
 	if err := rec(s); err != nil {
 		t.Fatal(err)

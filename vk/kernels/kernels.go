@@ -15,7 +15,6 @@
 package kernels
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -170,45 +169,6 @@ func (k *Kernels) grid(groups int) (x, y uint32) {
 	return gridX, uint32(ceil(groups, gridX))
 }
 
-// push encodes push constants: uint32 as is, float32 by its bits.
-func push(vals ...any) []byte {
-	b := make([]byte, 0, 4*len(vals))
-	for _, v := range vals {
-		switch v := v.(type) {
-		case uint32:
-			b = binary.LittleEndian.AppendUint32(b, v)
-		case float32:
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		default:
-			panic(fmt.Sprintf("kernels: push constant of type %T", v))
-		}
-	}
-	return b
-}
-
-// span is the number of bytes a binding exposes to a shader.
-func span(b vk.Binding) int64 {
-	if b.Size != 0 {
-		return b.Size
-	}
-	return b.Buf.Size() - b.Off
-}
-
-// need checks that binding b (called what) exposes at least n bytes and
-// starts on a 4-byte boundary; shaders index every buffer in 32-bit words.
-func need(what string, b vk.Binding, n int64) error {
-	if b.Buf == nil {
-		return fmt.Errorf("kernels: %s: no buffer", what)
-	}
-	if b.Off%4 != 0 || b.Off < 0 || b.Size < 0 {
-		return fmt.Errorf("kernels: %s: binding offset %d / size %d (offsets are whole 32-bit words)", what, b.Off, b.Size)
-	}
-	if s := span(b); s < n || b.Off+s > b.Buf.Size() {
-		return fmt.Errorf("kernels: %s: binding of %d bytes at %d in a %d-byte buffer, needs %d", what, s, b.Off, b.Buf.Size(), n)
-	}
-	return nil
-}
-
 // positive checks that every dimension is at least 1 and that their product
 // fits the 32-bit indices of the shaders.
 func positive(op string, dims ...int) error {
@@ -231,3 +191,11 @@ func round4(n int64) int64 { return (n + 3) &^ 3 }
 
 // f32 is the byte size of n float32 values.
 func f32(n int) int64 { return 4 * int64(n) }
+
+// need checks a binding (see vk.Binding.Check) with the package's prefix.
+func need(what string, b vk.Binding, n int64) error {
+	if err := b.Check(what, n); err != nil {
+		return fmt.Errorf("kernels: %w", err)
+	}
+	return nil
+}

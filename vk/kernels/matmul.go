@@ -101,7 +101,7 @@ func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type,
 	}
 	groups := ceil(rows, sh.Rows)
 	gx, gy := k.grid(groups)
-	s.Dispatch(p, []vk.Binding{dst, w, x}, push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, w, x}, vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
 	return nil
 }
 
@@ -128,7 +128,7 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	if err != nil {
 		return err
 	}
-	s.Dispatch(p, []vk.Binding{dst, w, x}, push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
+	s.Dispatch(p, []vk.Binding{dst, w, x}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
 	return nil
 }
 

@@ -177,7 +177,7 @@ func TestMatMulRejects(t *testing.T) {
 	k := setup(t)
 	b := buffer(t, 1<<16, nil)
 	bind := whole(b)
-	s := dev.NewSequence()
+	s := kern.dev.NewSequence()
 	defer s.Free()
 	for _, c := range []struct {
 		name string

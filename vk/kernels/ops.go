@@ -36,7 +36,7 @@ func (k *Kernels) Embed(s *vk.Sequence, dst, table, tokens vk.Binding, t quant.T
 		return err
 	}
 	pieces := ceil(cols, 16) // dequant.glsl decodes 16 values at a time
-	s.Dispatch(p, []vk.Binding{dst, table, tokens}, push(uint32(cols), uint32(rb), uint32(vocab)),
+	s.Dispatch(p, []vk.Binding{dst, table, tokens}, vk.Push(uint32(cols), uint32(rb), uint32(vocab)),
 		uint32(ceil(pieces, Lanes)), uint32(n), 1)
 	return nil
 }
@@ -71,7 +71,7 @@ func (k *Kernels) RMSNorm(s *vk.Sequence, dst, x, w vk.Binding, rows, cols int, 
 		return err
 	}
 	gx, gy := k.grid(rows)
-	s.Dispatch(p, []vk.Binding{dst, x, w}, push(uint32(rows), uint32(cols), eps), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, x, w}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
 	return nil
 }
 
@@ -128,7 +128,7 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 	pairs := n * heads * r.HeadDim / 2
 	gx, gy := k.grid(ceil(pairs, Lanes))
 	s.Dispatch(p, []vk.Binding{dst, x, step, ff},
-		push(uint32(pairs), uint32(r.HeadDim), uint32(r.Dims), uint32(heads),
+		vk.Push(uint32(pairs), uint32(r.HeadDim), uint32(r.Dims), uint32(heads),
 			float32(math.Log2(float64(r.Base))), r.Scale),
 		gx, gy, 1)
 	return nil
@@ -171,7 +171,7 @@ func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.B
 	}
 	gx, gy := k.grid(ceil(rows*cols, Lanes))
 	s.Dispatch(p, []vk.Binding{dst, a, b},
-		push(uint32(rows), uint32(cols), uint32(ds), uint32(as), uint32(bs)), gx, gy, 1)
+		vk.Push(uint32(rows), uint32(cols), uint32(ds), uint32(as), uint32(bs)), gx, gy, 1)
 	return nil
 }
 
@@ -225,7 +225,7 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 	}
 	pairs := kvDim / 2
 	gx, gy := k.grid(ceil(n*pairs, Lanes))
-	s.Dispatch(p, []vk.Binding{cache, src, step}, push(uint32(n), uint32(pairs), uint32(ctx)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{cache, src, step}, vk.Push(uint32(n), uint32(pairs), uint32(ctx)), gx, gy, 1)
 	return nil
 }
 
@@ -279,7 +279,7 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 		return err
 	}
 	s.Dispatch(p, []vk.Binding{dst, q, kc, vc, step},
-		push(uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(a.Ctx), a.Scale),
+		vk.Push(uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(a.Ctx), a.Scale),
 		uint32(a.Heads), uint32(n), 1)
 	return nil
 }

@@ -1,0 +1,81 @@
+// Package vktest gives tests a Vulkan device (lavapipe in CI) with the
+// Khronos validation layer on, and fails a test on any validation message
+// raised while it runs. A missing device fails the test too, unless
+// VKINFER_NO_VULKAN=1 says that is expected (then it skips; CI never sets it).
+package vktest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+var shared struct {
+	once sync.Once
+	dev  *vk.Device
+	err  error
+}
+
+func open() (*vk.Device, error) {
+	return vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true})
+}
+
+// Shared returns the process's one validated device, opening it on first use.
+// Call Close from TestMain after m.Run.
+func Shared(t testing.TB) *vk.Device {
+	t.Helper()
+	shared.once.Do(func() { shared.dev, shared.err = open() })
+	need(t, shared.err)
+	watch(t, shared.dev)
+	return shared.dev
+}
+
+// Open returns a new validated device, closed when t ends.
+func Open(t testing.TB) *vk.Device {
+	t.Helper()
+	d, err := open()
+	need(t, err)
+	watch(t, d)
+	t.Cleanup(d.Close)
+	return d
+}
+
+// Close closes the shared device, if it was opened, and returns 1 when
+// closing raised validation messages (printed on stderr), else code.
+func Close(code int) int {
+	if shared.dev == nil {
+		return code
+	}
+	before := len(shared.dev.Messages())
+	shared.dev.Close()
+	if msgs := shared.dev.Messages(); len(msgs) > before {
+		fmt.Fprintf(os.Stderr, "validation messages at close:\n%s\n", strings.Join(msgs[before:], "\n"))
+		return 1
+	}
+	return code
+}
+
+func need(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("VKINFER_NO_VULKAN") == "1" {
+		t.Skipf("no Vulkan device (VKINFER_NO_VULKAN=1): %v", err)
+	}
+	t.Fatalf("a Vulkan device is needed for this test (set VKINFER_NO_VULKAN=1 to skip): %v", err)
+}
+
+// watch fails t on validation messages raised from now until t ends.
+func watch(t testing.TB, d *vk.Device) {
+	before := len(d.Messages())
+	t.Cleanup(func() {
+		if msgs := d.Messages(); len(msgs) > before {
+			t.Errorf("%d validation messages:\n%s", len(msgs)-before, strings.Join(msgs[before:], "\n"))
+		}
+	})
+}
