@@ -4,6 +4,8 @@
 //	infer gen --preset tiny -o tiny.gguf        write a synthetic model
 //	infer devices                               list Vulkan devices
 //	infer bench -m model.gguf                   llama-bench-style throughput tests
+//	infer check -m model.gguf                   compare the GPU engine with the CPU engine
+//	infer tune                                  sweep kernel geometry on this device
 package main
 
 import (
