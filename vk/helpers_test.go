@@ -1,8 +1,6 @@
 package vk
 
 import (
-	"encoding/binary"
-	"math"
 	"os"
 	"testing"
 )
@@ -47,18 +45,3 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// push packs 32-bit push constants.
-func push(vals ...any) []byte {
-	b := make([]byte, 0, 4*len(vals))
-	for _, v := range vals {
-		switch v := v.(type) {
-		case uint32:
-			b = binary.LittleEndian.AppendUint32(b, v)
-		case float32:
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		default:
-			panic("push: unsupported type")
-		}
-	}
-	return b
-}

@@ -123,14 +123,14 @@ func TestDispatchErrors(t *testing.T) {
 		rec  func(s *Sequence)
 		want string
 	}{
-		{"bindings", func(s *Sequence) { s.Dispatch(p, []Binding{{Buf: b}}, push(uint32(1), float32(1)), 1, 1, 1) }, "1 bindings, the pipeline has 2"},
+		{"bindings", func(s *Sequence) { s.Dispatch(p, []Binding{{Buf: b}}, Push(uint32(1), float32(1)), 1, 1, 1) }, "1 bindings, the pipeline has 2"},
 		{"push", func(s *Sequence) { s.Dispatch(p, []Binding{{Buf: b}, {Buf: b}}, nil, 1, 1, 1) }, "0 bytes of push constants"},
-		{"nil buffer", func(s *Sequence) { s.Dispatch(p, []Binding{{}, {Buf: b}}, push(uint32(1), float32(1)), 1, 1, 1) }, "no buffer"},
+		{"nil buffer", func(s *Sequence) { s.Dispatch(p, []Binding{{}, {Buf: b}}, Push(uint32(1), float32(1)), 1, 1, 1) }, "no buffer"},
 		{"range", func(s *Sequence) {
-			s.Dispatch(p, []Binding{{Buf: b, Off: 512, Size: 1024}, {Buf: b}}, push(uint32(1), float32(1)), 1, 1, 1)
+			s.Dispatch(p, []Binding{{Buf: b, Off: 512, Size: 1024}, {Buf: b}}, Push(uint32(1), float32(1)), 1, 1, 1)
 		}, "outside the 1024-byte buffer"},
 		{"groups", func(s *Sequence) {
-			s.Dispatch(p, []Binding{{Buf: b}, {Buf: b}}, push(uint32(1), float32(1)), 1<<31, 1, 1)
+			s.Dispatch(p, []Binding{{Buf: b}, {Buf: b}}, Push(uint32(1), float32(1)), 1<<31, 1, 1)
 		}, "workgroups exceed"},
 		{"nil pipeline", func(s *Sequence) { s.Dispatch(nil, nil, nil, 1, 1, 1) }, "pipeline is nil"},
 		{"after end", func(s *Sequence) { must(t, s.End()); s.Barrier() }, "after End"},
@@ -148,7 +148,7 @@ func TestDispatchErrors(t *testing.T) {
 	}
 	if align > 1 {
 		s := d.NewSequence()
-		s.Dispatch(p, []Binding{{Buf: b, Off: align / 2}, {Buf: b}}, push(uint32(1), float32(1)), 1, 1, 1)
+		s.Dispatch(p, []Binding{{Buf: b, Off: align / 2}, {Buf: b}}, Push(uint32(1), float32(1)), 1, 1, 1)
 		if err := s.End(); err == nil || !strings.Contains(err.Error(), "storage alignment") {
 			t.Errorf("misaligned binding: %v", err)
 		}

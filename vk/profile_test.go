@@ -17,11 +17,11 @@ func TestProfilingOneTimingPerDispatch(t *testing.T) {
 	// More dispatches than one query pool holds.
 	const dispatches = queriesPerPool/2 + 3
 	for i := 0; i < dispatches; i++ {
-		s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, push(uint32(n), float32(1)), n/64, 1, 1)
+		s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(1)), n/64, 1, 1)
 		s.Barrier()
 	}
 	d.SetProfiling(false)
-	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, push(uint32(n), float32(1)), n/64, 1, 1) // not profiled
+	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(1)), n/64, 1, 1) // not profiled
 	must(t, s.End())
 	if s.Timings() != nil {
 		t.Error("Timings before Run should be nil")
@@ -63,7 +63,7 @@ func TestManyDispatches(t *testing.T) {
 	must(t, yb.WriteF32(0, make([]float32, n)))
 	s := d.NewSequence()
 	for i := 0; i < k; i++ {
-		s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, push(uint32(n), float32(1)), 2, 1, 1)
+		s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(1)), 2, 1, 1)
 		s.Barrier()
 	}
 	must(t, s.End())
@@ -89,7 +89,7 @@ func TestDispatchAllocs(t *testing.T) {
 	must(t, err)
 	s := d.NewSequence()
 	bind := []Binding{{Buf: xb}, {Buf: xb, Off: 0, Size: 2048}}
-	pc := push(uint32(512), float32(2))
+	pc := Push(uint32(512), float32(2))
 	s.Dispatch(p, bind, pc, 8, 1, 1) // creates the first descriptor pool
 	allocs := testing.AllocsPerRun(500, func() {
 		s.Dispatch(p, bind, pc, 8, 1, 1)
@@ -117,7 +117,7 @@ func BenchmarkDispatchRecord(b *testing.B) {
 	xb, err := d.NewBuffer(4096, false)
 	must(b, err)
 	bind := []Binding{{Buf: xb}, {Buf: xb}}
-	pc := push(uint32(1024), float32(2))
+	pc := Push(uint32(1024), float32(2))
 	b.ReportAllocs()
 	s := d.NewSequence()
 	for i := 0; b.Loop(); i++ {

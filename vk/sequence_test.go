@@ -65,7 +65,7 @@ func TestSaxpyAwkwardSizes(t *testing.T) {
 				s := d.NewSequence()
 				defer s.Free()
 				groups := (uint32(n) + wg - 1) / wg
-				s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb, Size: int64(4 * n)}}, push(uint32(n), a), groups, 1, 1)
+				s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb, Size: int64(4 * n)}}, Push(uint32(n), a), groups, 1, 1)
 				must(t, s.End())
 				must(t, s.Run())
 				got := make([]float32, n+1)
@@ -93,9 +93,9 @@ func TestSequenceReplay(t *testing.T) {
 	defer s.Free()
 	groups := uint32((n + 63) / 64)
 	// y = 2x + y, then y = 3x + y: with the barrier, y ends as 5x + y.
-	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, push(uint32(n), float32(2)), groups, 1, 1)
+	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(2)), groups, 1, 1)
 	s.Barrier()
-	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, push(uint32(n), float32(3)), groups, 1, 1)
+	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(3)), groups, 1, 1)
 	must(t, s.End())
 	r := rand.New(rand.NewPCG(3, 4))
 	for run := 0; run < 4; run++ {
