@@ -44,4 +44,3 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
-
