@@ -23,6 +23,7 @@ var commands = map[string]func(args []string) error{
 	"devices": devicesCmd,
 	"bench":   benchCmd,
 	"check":   checkCmd,
+	"tune":    tuneCmd,
 }
 
 func main() {

@@ -15,10 +15,6 @@ import (
 	"github.com/vkinfer/vkinfer/vk"
 )
 
-// tune registers itself here rather than in main.go's table, which
-// belongs to other work in flight.
-func init() { commands["tune"] = tuneCmd }
-
 // tuneCmd sweeps kernel geometry on one device and saves the winners as
 // the device's profile:
 // `infer tune [-m MODEL] [--kernels matmul,matvec,attention] [--quick]`.
