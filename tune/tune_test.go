@@ -7,30 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
-// open returns the first Vulkan device (lavapipe in CI) with the
-// validation layer on, failing the test on any validation message.
-func open(t *testing.T) *vk.Device {
-	t.Helper()
-	d, err := vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true})
-	if err != nil {
-		if os.Getenv("VKINFER_NO_VULKAN") == "1" {
-			t.Skipf("no Vulkan device: %v", err)
-		}
-		t.Fatalf("Vulkan device needed (VKINFER_NO_VULKAN=1 skips): %v", err)
-	}
-	t.Cleanup(func() {
-		d.Close()
-		if msgs := d.Messages(); len(msgs) > 0 {
-			t.Errorf("%d validation messages, first: %s", len(msgs), msgs[0])
-		}
-	})
-	return d
-}
+// open returns a new validated device (lavapipe in CI); any validation
+// message fails the test.
+func open(t *testing.T) *vk.Device { return vktest.Open(t) }
 
 // tiny is a model small enough for lavapipe: one odd-sized Q4_K matrix of
 // two superblocks per row, and a GQA attention shape.
