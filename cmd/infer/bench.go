@@ -22,6 +22,7 @@ func benchCmd(args []string) error {
 		waves  []string
 		lo     loadFlags
 		output string
+		ngl    int
 	)
 	fs.StringSliceVarP(&c.Models, "model", "m", nil, "GGUF paths or synth:PRESET[:FTYPE] (comma list, repeatable)")
 	fs.IntSliceVarP(&c.Prompt, "n-prompt", "p", c.Prompt, "prompt sizes (pp tests)")
@@ -33,6 +34,7 @@ func benchCmd(args []string) error {
 	fs.IntSliceVar(&c.FlashAttn, "flash-attn", c.FlashAttn, "1: flash attention, 0: the plain attention kernel (also -fa)")
 	fs.StringSliceVar(&waves, "wave", []string{"auto"}, "flash-attention wave: 32, 64 or auto")
 	fs.StringVar(&lo.backend, "backend", "auto", "cpu, vulkan or auto")
+	fs.IntVar(&ngl, "n-gpu-layers", 99, "llama-bench's -ngl: 0 runs on the CPU backend; any other value offloads every layer (also -ngl)")
 	fs.IntVar(&lo.device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")
 	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&lo.tune, "tune-profile", "", tuneProfileUsage)
@@ -58,6 +60,14 @@ func benchCmd(args []string) error {
 			return err
 		}
 		c.Waves = append(c.Waves, w)
+	}
+	switch {
+	case ngl < 0:
+		return fmt.Errorf("-ngl %d: want 0 (CPU) or a positive number of layers", ngl)
+	case ngl == 0 && lo.backend == "vulkan":
+		return fmt.Errorf("-ngl 0 with --backend vulkan: -ngl 0 means the CPU backend")
+	case ngl == 0:
+		lo.backend = "cpu"
 	}
 	// openBackend checks --backend too, but only after every model has been
 	// opened (and a synth: one generated): a typo should fail at once.
@@ -91,11 +101,11 @@ func benchCmd(args []string) error {
 	return err
 }
 
-// longFlags rewrites llama-bench's two-letter single-dash flags (-ub, -fa,
-// -pg), which pflag would read as runs of one-letter flags, to their long
+// longFlags rewrites llama-bench's multi-letter single-dash flags (-ub, -fa,
+// -pg, -ngl), which pflag would read as runs of one-letter flags, to their long
 // forms, so llama-bench command lines work unchanged.
 func longFlags(args []string) []string {
-	long := map[string]string{"-ub": "--ubatch-size", "-fa": "--flash-attn", "-pg": "--pg"}
+	long := map[string]string{"-ub": "--ubatch-size", "-fa": "--flash-attn", "-pg": "--pg", "-ngl": "--n-gpu-layers"}
 	out := make([]string, len(args))
 	for i, a := range args {
 		name, value, hasValue := strings.Cut(a, "=")

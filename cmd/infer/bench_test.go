@@ -193,6 +193,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"wave on the CPU", []string{"-m", story, "--backend", "cpu", "--wave", "32"}, "CPU backend has no wave"},
 		{"unknown flag", []string{"-m", story, "--nonsense"}, "unknown flag"},
 		{"stray argument", []string{"-m", story, "extra"}, "unexpected argument"},
+		{"negative ngl", []string{"-m", story, "-ngl", "-1"}, "-ngl -1"},
+		{"ngl 0 on vulkan", []string{"-m", story, "-ngl", "0", "--backend", "vulkan"}, "-ngl 0 means the CPU backend"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,5 +212,22 @@ func TestBenchBadFlags(t *testing.T) {
 				t.Fatalf("took %v to reject bad input", r.took)
 			}
 		})
+	}
+}
+
+// TestBenchNGL0 checks that llama-bench's -ngl 0 runs on the CPU backend.
+func TestBenchNGL0(t *testing.T) {
+	r := infer(t, "bench", "-m", fixtures.Path(t, "stories260K.gguf"), "-ngl", "0", "-p", "8", "-n", "4", "-r", "1", "-o", "jsonl")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d records, want 2:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"backends":"CPU"`) || !strings.Contains(l, `"n_gpu_layers":0`) {
+			t.Fatalf("record not from the CPU backend: %s", l)
+		}
 	}
 }
