@@ -186,7 +186,7 @@ func Run(c Config, emit func(Result) error) error {
 		}
 	}()
 	for i, spec := range c.Models {
-		path, err := synth.Resolve(spec)
+		path, err := synth.Resolve(spec, nil)
 		if err != nil {
 			return err
 		}

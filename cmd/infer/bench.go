@@ -89,6 +89,17 @@ func benchCmd(args []string) error {
 		return l.openBackend()
 	}
 	c.Log = os.Stderr
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	// Generate synth: models up front, with a progress bar, before anything
+	// is timed.
+	for i, spec := range c.Models {
+		var err error
+		if c.Models[i], err = resolveModel(spec); err != nil {
+			return err
+		}
+	}
 	w, err := bench.NewWriter(os.Stdout, output, c)
 	if err != nil {
 		return err

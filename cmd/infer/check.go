@@ -10,7 +10,6 @@ import (
 	"github.com/vkinfer/vkinfer/gguf"
 	"github.com/vkinfer/vkinfer/model"
 	"github.com/vkinfer/vkinfer/model/sample"
-	"github.com/vkinfer/vkinfer/model/synth"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/engine"
 )
@@ -33,7 +32,7 @@ func checkCmd(args []string) error {
 	if *n < 1 {
 		return fmt.Errorf("-n %d: need at least one token", *n)
 	}
-	p, err := synth.Resolve(*path)
+	p, err := resolveModel(*path)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/gguf"
 	"github.com/vkinfer/vkinfer/model"
-	"github.com/vkinfer/vkinfer/model/synth"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/engine"
 )
@@ -56,7 +55,7 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 	}
 	// synth:PRESET[:FTYPE] is generated once into the cache and reused;
 	// anything else is a path.
-	path, err := synth.Resolve(l.model)
+	path, err := resolveModel(l.model)
 	if err != nil {
 		return nil, nil, 0, err
 	}

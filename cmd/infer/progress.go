@@ -3,8 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/vkinfer/vkinfer/model/synth"
 )
 
 // progress draws a one-line bar on stderr for long work. Small jobs (under
@@ -40,4 +44,13 @@ func (p *progress) done() {
 	if p.drawn {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// resolveModel maps a -m value to a file: a synth:PRESET[:FTYPE] model is
+// generated on first use (a 5 GB preset takes a while) with a progress bar,
+// then reused from the cache; anything else is a path.
+func resolveModel(spec string) (string, error) {
+	bar := newProgress(os.Stderr, "generating "+spec, math.MaxInt64)
+	defer bar.done()
+	return synth.Resolve(spec, bar.update)
 }

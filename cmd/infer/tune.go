@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/vkinfer/vkinfer/gguf"
-	"github.com/vkinfer/vkinfer/model/synth"
 	"github.com/vkinfer/vkinfer/tune"
 	"github.com/vkinfer/vkinfer/vk"
 )
@@ -83,7 +82,7 @@ func tuneCmd(args []string) error {
 
 // tuneModel reads the shapes of a model file (only its tensor table).
 func tuneModel(spec string) (tune.Model, error) {
-	path, err := synth.Resolve(spec)
+	path, err := resolveModel(spec)
 	if err != nil {
 		return tune.Model{}, err
 	}

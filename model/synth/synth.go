@@ -108,7 +108,7 @@ func (p *preset) plan(f *ftype, seed uint64, progress func(done, total uint64)) 
 // generated once into the user cache directory
 // (…/vkinfer/synth/PRESET-FTYPE-seed0.gguf) and reused afterwards. Any other
 // argument is a path and is returned unchanged.
-func Resolve(spec string) (string, error) {
+func Resolve(spec string, progress func(done, total uint64)) (string, error) {
 	rest, ok := strings.CutPrefix(spec, specPrefix)
 	if !ok {
 		return spec, nil
@@ -140,7 +140,7 @@ func Resolve(spec string) (string, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%s: %w", spec, err)
 	}
-	if err := Write(path, p.name, f.name, 0, nil); err != nil {
+	if err := Write(path, p.name, f.name, 0, progress); err != nil {
 		return "", err
 	}
 	return path, nil

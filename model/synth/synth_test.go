@@ -258,11 +258,11 @@ func TestResolve(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", cache)
 	dir := filepath.Join(cache, "vkinfer", "synth")
 
-	if got, err := Resolve("models/x.gguf"); err != nil || got != "models/x.gguf" {
+	if got, err := Resolve("models/x.gguf", nil); err != nil || got != "models/x.gguf" {
 		t.Errorf("a plain path: %q, %v", got, err)
 	}
 
-	path, err := Resolve("synth:tiny")
+	path, err := Resolve("synth:tiny", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestResolve(t *testing.T) {
 	}
 
 	// The second call reuses the file: a rewrite would rename a new inode in.
-	again, err := Resolve("synth:tiny:q4_k_m")
+	again, err := Resolve("synth:tiny:q4_k_m", nil)
 	if err != nil || again != path {
 		t.Fatalf("second call: %q, %v", again, err)
 	}
@@ -289,7 +289,7 @@ func TestResolve(t *testing.T) {
 		t.Error("the second call rewrote the file")
 	}
 
-	if p, err := Resolve("synth:tiny-qwen2:f16"); err != nil || p != filepath.Join(dir, "tiny-qwen2-f16-seed0.gguf") {
+	if p, err := Resolve("synth:tiny-qwen2:f16", nil); err != nil || p != filepath.Join(dir, "tiny-qwen2-f16-seed0.gguf") {
 		t.Errorf("synth:tiny-qwen2:f16: %q, %v", p, err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -303,7 +303,7 @@ func TestResolve(t *testing.T) {
 		"synth:tiny:q4_0":      {"unknown ftype", `"q4_0"`, "q4_k_m", "q8_0", "f16"},
 		"synth:tiny:q8_0:more": {"unknown ftype", `"q8_0:more"`},
 	} {
-		_, err := Resolve(spec)
+		_, err := Resolve(spec, nil)
 		for _, w := range want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("Resolve(%q): %v, want an error mentioning %s", spec, err, w)
