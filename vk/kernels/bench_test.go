@@ -92,16 +92,7 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 				}
 				bytes := mats[0].Size() * int64(perCopy*len(mats))
 				b.SetBytes(bytes)
-				var gpu float64
-				b.ResetTimer()
-				for range b.N {
-					if err := s.Run(); err != nil {
-						b.Fatal(err)
-					}
-					for _, op := range s.Timings() {
-						gpu += op.Micros
-					}
-				}
+				gpu := runTimed(b, s)
 				if gpu > 0 {
 					b.ReportMetric(float64(bytes)*float64(b.N)/gpu/1e3, "GB/s")
 					b.ReportMetric(gpu/float64(b.N*perCopy*len(mats)), "us/op")
@@ -201,16 +192,7 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 				if err := s.End(); err != nil {
 					b.Fatal(err)
 				}
-				var gpu float64
-				b.ResetTimer()
-				for range b.N {
-					if err := s.Run(); err != nil {
-						b.Fatal(err)
-					}
-					for _, op := range s.Timings() {
-						gpu += op.Micros
-					}
-				}
+				gpu := runTimed(b, s)
 				if gpu > 0 {
 					flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
 					b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
@@ -223,4 +205,20 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 		x.Free()
 		dst.Free()
 	}
+}
+
+// runTimed runs s b.N times and returns the GPU microseconds its dispatches
+// took in all (0 when the device has no timestamps).
+func runTimed(b *testing.B, s *vk.Sequence) float64 {
+	var gpu float64
+	b.ResetTimer()
+	for range b.N {
+		if err := s.Run(); err != nil {
+			b.Fatal(err)
+		}
+		for _, op := range s.Timings() {
+			gpu += op.Micros
+		}
+	}
+	return gpu
 }
