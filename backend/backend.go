@@ -53,6 +53,9 @@ type Ops interface {
 	RMSNorm(dst, x, w Tensor, eps float32)
 	// MatMul sets dst[i][r] = Σ_k w[r][k]·x[i][k]: w is rows×K, x is N×K, dst is N×rows.
 	MatMul(dst, w, x Tensor)
+	// MatMulAdd sets dst = r + MatMul(w, x), r shaped like dst: the
+	// projection that feeds a residual connection. dst may be r.
+	MatMulAdd(dst, w, x, r Tensor)
 	// AddBias adds the 1-row tensor b to every row of x, in place.
 	AddBias(x, b Tensor)
 	// Add sets dst = a + b elementwise. dst may be a or b.

@@ -167,7 +167,6 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 	h := ops.Tensor(n, hp.Embd)
 	qt, kt, vt := ops.Tensor(n, q), ops.Tensor(n, kv), ops.Tensor(n, kv)
 	att := ops.Tensor(n, q)
-	proj := ops.Tensor(n, hp.Embd)
 	gate, up := ops.Tensor(n, hp.FF), ops.Tensor(n, hp.FF)
 	rope := func(heads int) backend.RoPE {
 		return backend.RoPE{Heads: heads, HeadDim: hp.HeadDim, Dims: hp.RopeDims, NeoX: hp.RopeNeoX,
@@ -189,15 +188,13 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 		ops.RoPE(kt, rope(hp.KVHeads))
 		ops.StoreKV(i, kt, vt)
 		ops.Attend(att, qt, i, attn)
-		ops.MatMul(proj, l.wo, att)
-		ops.Add(x, x, proj)
+		ops.MatMulAdd(x, l.wo, att, x)
 
 		ops.RMSNorm(h, x, l.ffnNorm, hp.Eps)
 		ops.MatMul(gate, l.gate, h)
 		ops.MatMul(up, l.up, h)
 		ops.SwiGLU(gate, gate, up)
-		ops.MatMul(proj, l.down, gate)
-		ops.Add(x, x, proj)
+		ops.MatMulAdd(x, l.down, gate, x)
 	}
 	rows := n
 	if !all && n > 1 {

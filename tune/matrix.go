@@ -62,7 +62,7 @@ func defaultTiles(quick bool) []kernels.Tile {
 }
 
 func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {
-	lanes, rows, unrolls := []int{32, 64, 128, 256}, []int{1, 2, 4, 8}, []int{1, 2, 4}
+	lanes, rows, unrolls := []int{32, 64, 128, 256}, []int{1, 2, 4, 8}, []int{1, 2}
 	waves := []int{0}
 	// A required wave only differs from the driver's choice where the
 	// device offers several.

@@ -91,13 +91,18 @@ func instanceLayers() (map[string]bool, error) {
 	return have, nil
 }
 
-func instanceExtensions() (map[string]bool, error) {
+// instanceExtensions lists the instance extensions of the implementation
+// and implicit layers (layer ""), or those a layer provides.
+func instanceExtensions(layer string) (map[string]bool, error) {
 	var n uint32
-	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties("", &n, nil))); err != nil {
+	if layer != "" {
+		layer = cstr(layer)
+	}
+	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties(layer, &n, nil))); err != nil {
 		return nil, err
 	}
 	props := make([]vk.ExtensionProperties, n)
-	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties("", &n, props))); err != nil {
+	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties(layer, &n, props))); err != nil {
 		return nil, err
 	}
 	have := make(map[string]bool, n)
@@ -116,7 +121,7 @@ func newInstance(validation bool) (*instance, error) {
 		return nil, err
 	}
 	in := &instance{version: min(loaderVersion(), vk.MakeVersion(1, 3, 0))}
-	exts, err := instanceExtensions()
+	exts, err := instanceExtensions("")
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +154,19 @@ func newInstance(validation bool) (*instance, error) {
 		info := messengerInfo(in.logHandle)
 		pin.Pin(info)
 		next = unsafe.Pointer(info)
+		// Synchronization validation reports a missing barrier between
+		// dependent dispatches (read after write and the like), which the
+		// engine elides where it proves them independent; lavapipe would
+		// run such a bug correctly most of the time, a GPU would not.
+		if lexts, err := instanceExtensions(validationLayer); err == nil && lexts["VK_EXT_validation_features"] {
+			extNames = append(extNames, cstr("VK_EXT_validation_features"))
+			enables := &[1]uint32{validationSync}
+			pin.Pin(enables)
+			vf := &validationFeatures{sType: stValidationFeatures, pNext: next,
+				enabledValidationFeatureCount: 1, pEnabledValidationFeatures: unsafe.Pointer(enables)}
+			pin.Pin(vf)
+			next = unsafe.Pointer(vf)
+		}
 	}
 
 	app := &vk.ApplicationInfo{

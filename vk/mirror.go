@@ -24,6 +24,7 @@ const (
 	st16BitStorageFeatures          = 1000083000
 	stSubgroupProperties            = 1000094000
 	stDebugUtilsMessengerCreateInfo = 1000128004
+	stValidationFeatures            = 1000247000
 	stSMBuiltinsPropertiesNV        = 1000154001
 	stMaintenance3Properties        = 1000168000
 	stSubgroupExtendedTypesFeatures = 1000175000
@@ -219,6 +220,20 @@ type debugUtilsMessengerCreateInfo struct {
 	pfnUserCallback unsafe.Pointer // a C function
 	pUserData       uintptr        // a cgo.Handle, never a Go pointer
 }
+
+// validationFeatures (VkValidationFeaturesEXT) turns on optional checks of
+// the validation layer.
+type validationFeatures struct {
+	sType                          uint32
+	pNext                          unsafe.Pointer
+	enabledValidationFeatureCount  uint32
+	pEnabledValidationFeatures     unsafe.Pointer // *uint32
+	disabledValidationFeatureCount uint32
+	pDisabledValidationFeatures    unsafe.Pointer
+}
+
+// VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
+const validationSync = 4
 
 type debugUtilsMessengerCallbackData struct {
 	sType            uint32

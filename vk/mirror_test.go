@@ -33,6 +33,7 @@ func TestMirrorLayouts(t *testing.T) {
 		"VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures": reflect.TypeFor[physicalDeviceShaderSubgroupExtendedTypesFeatures](),
 		"VkPipelineShaderStageRequiredSubgroupSizeCreateInfo": reflect.TypeFor[pipelineShaderStageRequiredSubgroupSizeCreateInfo](),
 		"VkDebugUtilsMessengerCreateInfoEXT":                  reflect.TypeFor[debugUtilsMessengerCreateInfo](),
+		"VkValidationFeaturesEXT":                             reflect.TypeFor[validationFeatures](),
 		"VkDebugUtilsMessengerCallbackDataEXT":                reflect.TypeFor[debugUtilsMessengerCallbackData](),
 		"VkDescriptorSetAllocateInfo":                         reflect.TypeFor[descriptorSetAllocateInfo](),
 		"VkDescriptorBufferInfo":                              reflect.TypeFor[descriptorBufferInfo](),

@@ -59,6 +59,15 @@ func (p *profile) next(s *Sequence, name string) (uint64, uint32, error) {
 	return id, uint32(q % queriesPerPool), nil
 }
 
+// Label names the next dispatch in the profile beyond its pipeline name
+// (a matrix shape, say), so that one kernel's table rows can be told apart.
+// It costs nothing when profiling is off.
+func (s *Sequence) Label(detail string) {
+	if s.d.profiling.Load() {
+		s.label = detail
+	}
+}
+
 // Timings returns the GPU time of each dispatch recorded with profiling on,
 // in recording order, as measured by the latest Run; nil before the first
 // Run or when nothing was profiled.

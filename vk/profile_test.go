@@ -17,6 +17,9 @@ func TestProfilingOneTimingPerDispatch(t *testing.T) {
 	// More dispatches than one query pool holds.
 	const dispatches = queriesPerPool/2 + 3
 	for i := 0; i < dispatches; i++ {
+		if i == 1 {
+			s.Label("detail") // names dispatch 1 only
+		}
 		s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(1)), n/64, 1, 1)
 		s.Barrier()
 	}
@@ -34,7 +37,11 @@ func TestProfilingOneTimingPerDispatch(t *testing.T) {
 		}
 		var total float64
 		for i, op := range ts {
-			if op.Name != "test_saxpy" || op.Micros < 0 || op.Micros > 1e7 {
+			want := "test_saxpy"
+			if i == 1 {
+				want += " detail"
+			}
+			if op.Name != want || op.Micros < 0 || op.Micros > 1e7 {
 				t.Fatalf("timing %d = %+v", i, op)
 			}
 			total += op.Micros
@@ -91,6 +98,7 @@ func TestDispatchAllocs(t *testing.T) {
 	bind := []Binding{{Buf: xb}, {Buf: xb, Off: 0, Size: 2048}}
 	pc := Push(uint32(512), float32(2))
 	s.Dispatch(p, bind, pc, 8, 1, 1) // creates the first descriptor pool
+	s.Barrier()
 	allocs := testing.AllocsPerRun(500, func() {
 		s.Dispatch(p, bind, pc, 8, 1, 1)
 		s.Barrier()

@@ -38,6 +38,7 @@ type Sequence struct {
 	poolSets, poolDescs int
 
 	prof  profile
+	label string // the next dispatch's profile detail (Label)
 	ended bool
 	runs  int
 	err   error
@@ -250,7 +251,12 @@ func (s *Sequence) Dispatch(p *Pipeline, bind []Binding, push []byte, x, y, z ui
 	var qpool C.uint64_t
 	var query C.uint32_t
 	if s.d.profiling.Load() {
-		pool, q, err := s.prof.next(s, p.spec.Name)
+		name := p.spec.Name
+		if s.label != "" {
+			name += " " + s.label
+			s.label = ""
+		}
+		pool, q, err := s.prof.next(s, name)
 		if err != nil {
 			s.err = err
 			return

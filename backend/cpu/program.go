@@ -136,11 +136,29 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	})
 }
 
-func (p *program) MatMul(dst, w, x backend.Tensor) {
-	d, m, a := act(dst), act(w), act(x)
+func (p *program) MatMul(dst, w, x backend.Tensor) { p.matmul(act(dst), act(w), act(x), nil) }
+
+func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
+	res := act(r)
+	if d := act(dst); res.rows != d.rows || res.cols != d.cols {
+		p.fail("matmul_add: residual %dx%d, dst %dx%d", res.rows, res.cols, d.rows, d.cols)
+		return
+	}
+	p.matmul(act(dst), act(w), act(x), res)
+}
+
+// matmul records d = m·a (+ res when not nil); each value of res is read
+// just before the same value of d is written, so d may be res.
+func (p *program) matmul(d, m, a, res *tensor) {
 	if a.cols != m.cols || d.rows != a.rows || d.cols != m.rows {
 		p.fail("matmul: weight %dx%d, x %dx%d, dst %dx%d", m.rows, m.cols, a.rows, a.cols, d.rows, d.cols)
 		return
+	}
+	set := func(i int, v float32) {
+		if res != nil {
+			v += res.data[i]
+		}
+		d.data[i] = v
 	}
 	p.add(func(*step) {
 		p.parallel(m.rows, m.cols*a.rows, func(lo, hi int) {
@@ -148,15 +166,15 @@ func (p *program) MatMul(dst, w, x backend.Tensor) {
 				for r := lo; r < hi; r++ {
 					wr := m.data[r*m.cols : (r+1)*m.cols]
 					for i := range a.rows {
-						d.data[i*d.cols+r] = dot(wr, a.row(i))
+						set(i*d.cols+r, dot(wr, a.row(i)))
 					}
 				}
 				return
 			}
 			if a.rows == 1 {
-				xr, o := a.row(0), d.row(0)
+				xr := a.row(0)
 				for r := lo; r < hi; r++ {
-					o[r] = quant.Dot(m.typ, m.rawRow(r), xr)
+					set(r, quant.Dot(m.typ, m.rawRow(r), xr))
 				}
 				return
 			}
@@ -165,7 +183,7 @@ func (p *program) MatMul(dst, w, x backend.Tensor) {
 			for r := lo; r < hi; r++ {
 				_ = quant.Dequantize(m.typ, m.rawRow(r), buf)
 				for i := range a.rows {
-					d.data[i*d.cols+r] = dot(buf, a.row(i))
+					set(i*d.cols+r, dot(buf, a.row(i)))
 				}
 			}
 		})

@@ -41,10 +41,16 @@ type program struct {
 	tokBuf []byte
 	// faScratch holds flash attention's split-k partials.
 	faScratch *vk.Buffer
+	// prod holds MatMulAdd's product where it is not fused.
+	prod *tensor
+	// read and written are the buffers the dispatches since the last
+	// barrier read and wrote (see op).
+	read, written map[*vk.Buffer]bool
 }
 
 func newProgram(e *Engine, n int) (*program, error) {
-	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n)}
+	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
+		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}}
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
 		p.Close()
@@ -66,14 +72,43 @@ func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
 	return b, nil
 }
 
-// do records one kernel and the barrier that orders it before the next;
-// the first error is kept and returned by Record.
-func (p *program) do(err error) {
+// op records one kernel that reads the buffers of reads and writes those
+// of writes. A barrier goes before it only when it depends on a dispatch
+// since the last one: it reads or writes what one wrote, or writes what one
+// read. Independent neighbours (the q, k and v projections; gate and up)
+// then overlap on the GPU instead of each draining it first, which in
+// decode costs more than many of the kernels themselves. The first error is
+// kept and returned by Record.
+func (p *program) op(reads, writes []vk.Binding, record func() error) {
+	hazard := false
+	for _, b := range reads {
+		hazard = hazard || p.written[b.Buf]
+	}
+	for _, b := range writes {
+		hazard = hazard || p.written[b.Buf] || p.read[b.Buf]
+	}
+	if hazard {
+		p.seq.Barrier()
+		clear(p.read)
+		clear(p.written)
+	}
+	p.fail(record())
+	for _, b := range reads {
+		p.read[b.Buf] = true
+	}
+	for _, b := range writes {
+		p.written[b.Buf] = true
+	}
+}
+
+// fail keeps the first error, which Record returns.
+func (p *program) fail(err error) {
 	if err != nil && p.err == nil {
 		p.err = fmt.Errorf("vulkan: %w", err)
 	}
-	p.seq.Barrier()
 }
+
+func bindings(b ...vk.Binding) []vk.Binding { return b }
 
 func whole(b *vk.Buffer) vk.Binding { return vk.Binding{Buf: b} }
 
@@ -81,7 +116,7 @@ func (p *program) Tensor(rows, cols int) backend.Tensor {
 	t := &tensor{rows: rows, cols: cols, typ: quant.F32}
 	b, err := p.buffer(4*int64(rows)*int64(cols), false)
 	if err != nil {
-		p.do(err)
+		p.fail(err)
 		return t
 	}
 	t.b = whole(b)
@@ -91,53 +126,90 @@ func (p *program) Tensor(rows, cols int) backend.Tensor {
 func (p *program) Embed(dst, table backend.Tensor) {
 	d, w := act(dst), act(table)
 	p.vocab = w.rows
-	p.do(p.e.k.Embed(p.seq, d.b, w.b, whole(p.tokens), w.typ, p.n, w.rows, w.cols))
+	p.op(bindings(w.b, whole(p.tokens)), bindings(d.b), func() error {
+		return p.e.k.Embed(p.seq, d.b, w.b, whole(p.tokens), w.typ, p.n, w.rows, w.cols)
+	})
 }
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
-	d := act(dst)
-	p.do(p.e.k.RMSNorm(p.seq, d.b, act(x).b, act(w).b, d.rows, d.cols, eps))
+	d, a, g := act(dst), act(x), act(w)
+	p.op(bindings(a.b, g.b), bindings(d.b), func() error {
+		return p.e.k.RMSNorm(p.seq, d.b, a.b, g.b, d.rows, d.cols, eps)
+	})
 }
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
-	m, a := act(w), act(x)
-	p.do(p.e.k.MatMul(p.seq, act(dst).b, m.b, a.b, m.typ, a.rows, m.rows, m.cols))
+	d, m, a := act(dst), act(w), act(x)
+	p.op(bindings(m.b, a.b), bindings(d.b), func() error {
+		return p.e.k.MatMul(p.seq, d.b, m.b, a.b, m.typ, a.rows, m.rows, m.cols)
+	})
+}
+
+func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
+	d, m, a, res := act(dst), act(w), act(x), act(r)
+	if a.rows > kernels.MaxMatVecCols {
+		// The tiled kernel has no residual input: a product into a scratch
+		// tensor (one per program, reused by every layer), then an add.
+		if p.prod == nil || p.prod.rows != d.rows || p.prod.cols != d.cols {
+			p.prod = act(p.Tensor(d.rows, d.cols))
+		}
+		p.MatMul(p.prod, w, x)
+		p.Add(dst, r, p.prod)
+		return
+	}
+	p.op(bindings(m.b, a.b, res.b), bindings(d.b), func() error {
+		return p.e.k.MatVecAdd(p.seq, d.b, m.b, a.b, res.b, m.typ, a.rows, m.rows, m.cols)
+	})
 }
 
 func (p *program) AddBias(x, b backend.Tensor) {
-	t := act(x)
-	p.do(p.e.k.AddBias(p.seq, t.b, t.b, act(b).b, t.rows, t.cols))
+	t, c := act(x), act(b)
+	p.op(bindings(t.b, c.b), bindings(t.b), func() error {
+		return p.e.k.AddBias(p.seq, t.b, t.b, c.b, t.rows, t.cols)
+	})
 }
 
 func (p *program) Add(dst, a, b backend.Tensor) {
-	d := act(dst)
-	p.do(p.e.k.Add(p.seq, d.b, act(a).b, act(b).b, d.rows*d.cols))
+	d, x, y := act(dst), act(a), act(b)
+	p.op(bindings(x.b, y.b), bindings(d.b), func() error {
+		return p.e.k.Add(p.seq, d.b, x.b, y.b, d.rows*d.cols)
+	})
 }
 
 func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	t := act(x)
 	kr := kernels.RoPE{HeadDim: r.HeadDim, Dims: r.Dims, Base: r.Base, Scale: r.Scale, NeoX: r.NeoX}
+	reads := bindings(t.b, whole(p.step))
 	if r.Factors != nil {
 		f := act(r.Factors).b
 		kr.Factors = &f
+		reads = append(reads, f)
 	}
-	p.do(p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr))
+	p.op(reads, bindings(t.b), func() error {
+		return p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr)
+	})
 }
 
 func (p *program) StoreKV(layer int, k, v backend.Tensor) {
 	c := p.e.cache
 	if layer < 0 || layer >= c.Layers {
-		p.do(fmt.Errorf("store_kv: layer %d of %d", layer, c.Layers))
+		p.fail(fmt.Errorf("store_kv: layer %d of %d", layer, c.Layers))
 		return
 	}
-	p.do(p.e.k.StoreKV(p.seq, whole(p.e.kc[layer]), act(k).b, whole(p.step), p.n, c.KVDim, c.Context))
-	p.do(p.e.k.StoreKV(p.seq, whole(p.e.vc[layer]), act(v).b, whole(p.step), p.n, c.KVDim, c.Context))
+	for _, kv := range []struct {
+		cache *vk.Buffer
+		src   vk.Binding
+	}{{p.e.kc[layer], act(k).b}, {p.e.vc[layer], act(v).b}} {
+		p.op(bindings(kv.src, whole(p.step)), bindings(whole(kv.cache)), func() error {
+			return p.e.k.StoreKV(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Context)
+		})
+	}
 }
 
 func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
 	c := p.e.cache
 	if layer < 0 || layer >= c.Layers {
-		p.do(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
+		p.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
 	out, in := act(dst).b, act(q).b
@@ -145,9 +217,12 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	// Flash attention takes head dims that are multiples of 8 up to 256 (every
 	// real checkpoint); anything else, such as llama-2-tiny-random's 4, runs
 	// the plain kernel.
+	reads := bindings(in, kc, vc, whole(p.step))
 	if p.e.o.PlainAttention || a.HeadDim%8 != 0 || a.HeadDim > 256 {
-		p.do(p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n,
-			kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale}))
+		p.op(reads, bindings(out), func() error {
+			return p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n,
+				kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale})
+		})
 		return
 	}
 	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
@@ -155,38 +230,45 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	fa := p.e.flash(p.n)
 	size, err := fa.ScratchBytes(sh)
 	if err != nil {
-		p.do(err)
+		p.fail(err)
 		return
 	}
+	writes := bindings(out)
 	if size > 0 {
-		// Every layer's split-k partials share one buffer: the barriers
-		// between layers already order them.
+		// Every layer's split-k partials share one buffer, written and read
+		// (by the reduce pass) inside Record: listed as written, the next
+		// layer's use waits for this one's.
 		if p.faScratch == nil || p.faScratch.Size() < size {
 			if p.faScratch, err = p.buffer(size, false); err != nil {
-				p.do(err)
+				p.fail(err)
 				return
 			}
 		}
 		io.Scratch = whole(p.faScratch)
+		writes = append(writes, io.Scratch)
 	}
-	p.do(fa.Record(p.seq, io, sh))
+	p.op(reads, writes, func() error { return fa.Record(p.seq, io, sh) })
 }
 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
-	d := act(dst)
-	p.do(p.e.k.SwiGLU(p.seq, d.b, act(gate).b, act(up).b, d.rows*d.cols))
+	d, g, u := act(dst), act(gate), act(up)
+	p.op(bindings(g.b, u.b), bindings(d.b), func() error {
+		return p.e.k.SwiGLU(p.seq, d.b, g.b, u.b, d.rows*d.cols)
+	})
 }
 
 func (p *program) CopyRows(dst, x backend.Tensor, first int) {
 	d, s := act(dst), act(x)
 	if first < 0 || first+d.rows > s.rows || d.cols != s.cols {
-		p.do(fmt.Errorf("copy_rows: %d rows from %d of %d", d.rows, first, s.rows))
+		p.fail(fmt.Errorf("copy_rows: %d rows from %d of %d", d.rows, first, s.rows))
 		return
 	}
 	src := s.b
 	src.Off += 4 * int64(first) * int64(s.cols)
 	src.Size = 4 * int64(d.rows) * int64(d.cols)
-	p.do(p.e.k.CopyRows(p.seq, d.b, src, d.rows, d.cols, d.cols, s.cols))
+	p.op(bindings(src), bindings(d.b), func() error {
+		return p.e.k.CopyRows(p.seq, d.b, src, d.rows, d.cols, d.cols, s.cols)
+	})
 }
 
 func (p *program) Output(t backend.Tensor) {
@@ -206,6 +288,7 @@ func (p *program) finish() error {
 		if p.host, err = p.buffer(4*int64(p.outLen), true); err != nil {
 			return err
 		}
+		p.seq.Barrier() // the outputs are written
 		off := int64(0)
 		for _, o := range p.out {
 			size := 4 * int64(o.rows) * int64(o.cols)

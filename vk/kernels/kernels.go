@@ -35,8 +35,9 @@ const MaxMatVecCols = 8
 type MatVecShape struct {
 	Lanes int // invocations per workgroup (the lane group)
 	Rows  int // rows of the weight matrix per workgroup
-	// Unroll is the number of consecutive 16-value pieces a lane decodes
-	// per step; with Rows it sets the bytes each lane has in flight.
+	// Unroll is the number of consecutive 32-value slices of each row a
+	// lane decodes per step; with Rows it sets the bytes each lane has in
+	// flight (and the activations it holds in registers).
 	Unroll int
 	// Wave is the subgroup size to require of the driver, 0 for its own
 	// choice. The kernel is correct for any subgroup size either way.
@@ -55,10 +56,17 @@ func (s MatVecShape) String() string {
 // computes BM weight rows x BN activation columns, each of its
 // (BM/TM)*(BN/TN) invocations a TM x TN micro-tile. F16 keeps the
 // dequantized weight tile in shared memory as f16 (half the space, weights
-// rounded to 11 significant bits) instead of f32.
+// rounded to 11 significant bits) instead of f32. X16 does the same for
+// the staged activations (each x rounded to 11 significant bits; values
+// beyond f16 range, 65504, become infinities, so it suits models whose
+// activations stay below that). KB is how many values of k each staged
+// activation chunk holds: 16, 32 or 64, 0 meaning 32; a smaller chunk
+// takes less shared memory and more barriers.
 type Tile struct {
 	BM, BN, TM, TN int
 	F16            bool
+	X16            bool
+	KB             int
 }
 
 func (t Tile) String() string {
@@ -66,7 +74,14 @@ func (t Tile) String() string {
 	if t.F16 {
 		p = "f16"
 	}
-	return fmt.Sprintf("%dx%d/%dx%d/%s", t.BM, t.BN, t.TM, t.TN, p)
+	s := fmt.Sprintf("%dx%d/%dx%d/%s", t.BM, t.BN, t.TM, t.TN, p)
+	if t.X16 {
+		s += "/x16"
+	}
+	if t.KB != 0 && t.KB != defaultChunk {
+		s += fmt.Sprintf("/k%d", t.KB)
+	}
+	return s
 }
 
 // Invocations is the workgroup size of the tile.
@@ -82,8 +97,18 @@ func kTile(qt quant.Type) int {
 	return qt.BlockSize()
 }
 
-// chunkB is the K extent of one activation chunk (BKB in matmul.comp).
-const chunkB = 32
+// defaultChunk is the activation chunk of a tile with KB 0.
+const defaultChunk = 32
+
+// chunk is the K extent of one activation chunk for weights of type qt
+// (BKB in matmul.comp): KB, but never more than one weight tile.
+func (t Tile) chunk(qt quant.Type) int {
+	kb := t.KB
+	if kb == 0 {
+		kb = defaultChunk
+	}
+	return min(kb, kTile(qt))
+}
 
 // SharedBytes is the shared memory the tile needs for weights of type qt,
 // including the 16-byte padding of each row (ASTRIDE, BSTRIDE in
@@ -93,7 +118,11 @@ func (t Tile) SharedBytes(qt quant.Type) int {
 	if t.F16 {
 		a /= 2
 	}
-	return t.BM*(a+16) + t.BN*(4*chunkB+16)
+	b := 4 * t.chunk(qt) // bytes of an activation row
+	if t.X16 {
+		b /= 2
+	}
+	return t.BM*(a+16) + t.BN*(b+16)
 }
 
 // Kernels records kernels for one device.

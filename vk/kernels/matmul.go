@@ -67,6 +67,7 @@ func checkMatrix(op string, dst, w, x vk.Binding, t quant.Type, n, rows, K int) 
 // k.Tile.F16 applies to quantized weights only: rounding their dequantized
 // values to f16 costs far less than the quantization did, while float
 // weights keep their exact values (and BF16/F32 ones may exceed f16 range).
+// k.Tile.X16 (f16 activations) applies to every weight type.
 func (k *Kernels) MatMul(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error {
 	if n <= MaxMatVecCols {
 		return k.MatVecWith(s, dst, w, x, t, n, rows, K, k.MatVec)
@@ -84,6 +85,19 @@ func (k *Kernels) tileFor(t quant.Type) Tile {
 // MatVecWith records the matrix-vector kernel with an explicit shape for
 // 1 <= n <= MaxMatVecCols activation columns.
 func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
+	return k.matVec(s, dst, w, x, nil, t, n, rows, K, sh)
+}
+
+// MatVecAdd records dst = r + W·x for 1 <= n <= MaxMatVecCols columns,
+// the residual added by the matrix-vector kernel as it writes; dst may be r.
+func (k *Kernels) MatVecAdd(s *vk.Sequence, dst, w, x, r vk.Binding, t quant.Type, n, rows, K int) error {
+	if err := need("matvec residual", r, f32(n*rows)); err != nil {
+		return err
+	}
+	return k.matVec(s, dst, w, x, &r, t, n, rows, K, k.MatVec)
+}
+
+func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
 	rb, err := checkMatrix("matvec", dst, w, x, t, n, rows, K)
 	if err != nil {
 		return err
@@ -94,14 +108,23 @@ func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type,
 	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
 		return fmt.Errorf("kernels: matvec: shape %+v", sh)
 	}
-	p, err := k.pipeline("matvec", 3, 16, sh.Wave,
-		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
+	// The shader reads K-quant and F32 weights as 16-byte words.
+	if w.Off%16 != 0 {
+		return fmt.Errorf("kernels: matvec: weights at offset %d: need a multiple of 16", w.Off)
+	}
+	res, resid := vk.Binding{Buf: k.dummy}, uint32(0)
+	if r != nil {
+		res, resid = *r, 1
+	}
+	p, err := k.pipeline("matvec", 4, 16, sh.Wave,
+		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), resid)
 	if err != nil {
 		return err
 	}
 	groups := ceil(rows, sh.Rows)
 	gx, gy := k.grid(groups)
-	s.Dispatch(p, []vk.Binding{dst, w, x}, vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
+	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
+	s.Dispatch(p, []vk.Binding{dst, w, x, res}, vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
 	return nil
 }
 
@@ -119,12 +142,9 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
 		return fmt.Errorf("kernels: matmul: %dx%d tiles exceed the device's workgroup grid", gx, gy)
 	}
-	a16 := uint32(0)
-	if tile.F16 {
-		a16 = 1
-	}
 	p, err := k.pipeline("matmul", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
-		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), a16)
+		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), b32(tile.F16), b32(tile.X16),
+		uint32(tile.chunk(t)))
 	if err != nil {
 		return err
 	}
@@ -137,6 +157,9 @@ func (k *Kernels) checkTile(tile Tile, t quant.Type) error {
 	if tile.BM < 1 || tile.BN < 1 || tile.TM < 1 || tile.TN < 1 || tile.BM%tile.TM != 0 || tile.BN%tile.TN != 0 {
 		return fmt.Errorf("kernels: matmul: tile %v: micro-tiles must divide the tile", tile)
 	}
+	if tile.KB != 0 && tile.KB != 16 && tile.KB != 32 && tile.KB != 64 {
+		return fmt.Errorf("kernels: matmul: tile %v: activation chunk %d, want 16, 32 or 64", tile, tile.KB)
+	}
 	if n := tile.Invocations(); n > k.info.MaxWorkgroupInvocations {
 		return fmt.Errorf("kernels: matmul: tile %v needs %d invocations, device allows %d", tile, n, k.info.MaxWorkgroupInvocations)
 	}
@@ -144,4 +167,12 @@ func (k *Kernels) checkTile(tile Tile, t quant.Type) error {
 		return fmt.Errorf("kernels: matmul: tile %v needs %d bytes of shared memory for %s, device has %d", tile, b, t, k.info.SharedMemory)
 	}
 	return nil
+}
+
+// b32 is a boolean specialization constant.
+func b32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -113,6 +113,33 @@ func TestMatVec(t *testing.T) {
 	})
 }
 
+// TestMatVecAdd checks the residual form in place (dst is r), as the engine
+// uses it for the output and down projections.
+func TestMatVecAdd(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct {
+		qt quant.Type
+		matCase
+	}{{quant.Q4_K, matCase{rows: 257, K: 512, n: 1}}, {quant.Q6_K, matCase{rows: 7, K: 256, n: 3}}, {quant.F32, matCase{rows: 255, K: 100, n: 8}}} {
+		t.Run(c.qt.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K)))
+			raw, deq := quantized(t, r, c.qt, c.rows, c.K)
+			x, res := normals(r, c.n*c.K, 1), normals(r, c.n*c.rows, 10)
+			wb := buffer(t, int64(len(raw)), pad4(raw))
+			xb, db := floatBuffer(t, x), floatBuffer(t, res)
+			run(t, func(s *vk.Sequence) error {
+				return k.MatVecAdd(s, whole(db), whole(wb), whole(xb), whole(db), c.qt, c.n, c.rows, c.K)
+			})
+			want, scale := matRef(deq, x, c.n, c.rows, c.K)
+			for i := range want {
+				want[i] += float64(res[i])
+				scale[i] += math.Abs(float64(res[i]))
+			}
+			compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
+		})
+	}
+}
+
 func TestMatMul(t *testing.T) {
 	k := setup(t)
 	tiles := []Tile{
@@ -141,18 +168,44 @@ func TestMatMul(t *testing.T) {
 			if !tile.F16 && tile.SharedBytes(qt) > k.info.SharedMemory {
 				tile.F16 = true
 			}
-			tol := dotTol(c.K)
-			if tile.F16 {
-				// Each weight rounds to f16: a relative error of at most
-				// 2^-11 (2^-10 allowed for drivers that truncate), so the
-				// sum errs by at most that times sum |w*x|.
-				tol += 1.0 / 1024
+			testTile(t, k, qt, c, tile)
+		}
+	}
+	// The wide tiles of the prefill sweep (tune's defaultTiles) and
+	// smaller ones with the same options that fit 32 KiB with K-quant
+	// weights (64-row f16 weight tiles of K-quants need 33 KiB): each runs
+	// with two weight types it fits, one quantized (a K-quant where it
+	// fits) and one float, over awkward rows, columns and K.
+	wideCases := []matCase{
+		{rows: 257, K: 1, n: 100}, // K is the index into kFor
+		{rows: 7, K: 3, n: 257},
+		{rows: 1025, K: 0, n: 7},
+		{rows: 255, K: 4, n: 255},
+		{rows: 1, K: 2, n: 1025},
+		{rows: 1025, K: 2, n: 1},
+	}
+	quants := [][]quant.Type{{quant.Q4_K, quant.Q6_K, quant.Q5_K}, {quant.Q8_0, quant.Q4_0}}
+	floats := []quant.Type{quant.F32, quant.F16, quant.BF16}
+	i = 0
+	for ti, tile := range wideTestTiles {
+		var types []quant.Type
+		for _, group := range quants {
+			if qt := group[ti%len(group)]; tile.SharedBytes(qt) <= k.info.SharedMemory {
+				types = append(types, qt)
+				break
 			}
-			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, tile), func(t *testing.T) {
-				testMatrix(t, k, qt, c, tol, func(s *vk.Sequence, dst, w, x vk.Binding) error {
-					return k.MatMulTiled(s, dst, w, x, qt, c.n, c.rows, c.K, tile)
-				})
-			})
+		}
+		if qt := floats[ti%len(floats)]; tile.SharedBytes(qt) <= k.info.SharedMemory {
+			types = append(types, qt)
+		}
+		if len(types) == 0 {
+			t.Errorf("tile %v fits no weight type in %d bytes", tile, k.info.SharedMemory)
+		}
+		for _, qt := range types {
+			c := wideCases[i%len(wideCases)]
+			c.K = kFor(qt)[c.K]
+			i++
+			testTile(t, k, qt, c, tile)
 		}
 	}
 	// MatMul picks the kernel by column count, and f16 tiles for quantized
@@ -161,8 +214,8 @@ func TestMatMul(t *testing.T) {
 		for _, n := range []int{MaxMatVecCols, MaxMatVecCols + 1} {
 			c := matCase{rows: 33, K: 512, n: n}
 			tol := dotTol(c.K)
-			if n > MaxMatVecCols && k.tileFor(qt).F16 {
-				tol += 1.0 / 1024
+			if n > MaxMatVecCols {
+				tol = tileTol(c.K, k.tileFor(qt))
 			}
 			t.Run(fmt.Sprintf("auto/%s/n%d", qt, n), func(t *testing.T) {
 				testMatrix(t, k, qt, c, tol, func(s *vk.Sequence, dst, w, x vk.Binding) error {
@@ -171,6 +224,71 @@ func TestMatMul(t *testing.T) {
 			})
 		}
 	}
+}
+
+// wideTestTiles are the tiles with big micro-tiles, f16 activations or
+// other activation chunks that TestMatMul runs: tune's defaultTiles beyond
+// the plain and micro tiles (keep the two lists in step), then smaller
+// tiles with the same options for K-quant weights on 32 KiB devices.
+var wideTestTiles = []Tile{
+	{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true},
+	{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true, KB: 64},
+	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true},
+	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true, X16: true, KB: 64},
+	{BM: 64, BN: 64, TM: 4, TN: 8, F16: true},
+	{BM: 64, BN: 64, TM: 8, TN: 4, F16: true},
+	{BM: 64, BN: 64, TM: 4, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 64, TM: 8, TN: 4, F16: true, X16: true},
+	{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, KB: 16},
+	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, KB: 16},
+	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, X16: true, KB: 16},
+	{BM: 64, BN: 128, TM: 8, TN: 4, F16: true, X16: true},
+	{BM: 64, BN: 256, TM: 8, TN: 16, F16: true, X16: true, KB: 16},
+	{BM: 64, BN: 256, TM: 8, TN: 8, F16: true, X16: true, KB: 16},
+	{BM: 80, BN: 128, TM: 10, TN: 8, F16: true, X16: true, KB: 16},
+	{BM: 32, BN: 64, TM: 4, TN: 8},
+	{BM: 32, BN: 128, TM: 4, TN: 8, X16: true},
+	{BM: 32, BN: 128, TM: 4, TN: 8, KB: 16},
+	{BM: 32, BN: 256, TM: 4, TN: 16, X16: true, KB: 16},
+	{BM: 32, BN: 128, TM: 4, TN: 8, F16: true},
+	{BM: 32, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
+	{BM: 32, BN: 256, TM: 4, TN: 16, F16: true, X16: true},
+	{BM: 32, BN: 256, TM: 4, TN: 8, F16: true, X16: true},
+	// 32 KiB with K-quants.
+	{BM: 32, BN: 64, TM: 4, TN: 8, F16: true, X16: true, KB: 64},
+	{BM: 16, BN: 256, TM: 2, TN: 16, X16: true, KB: 16},
+	{BM: 48, BN: 64, TM: 6, TN: 8, F16: true, KB: 16},
+	{BM: 40, BN: 96, TM: 5, TN: 6, F16: true, X16: true, KB: 16},
+}
+
+// testTile runs the tiled kernel on case c against the CPU reference.
+func testTile(t *testing.T, k *Kernels, qt quant.Type, c matCase, tile Tile) {
+	t.Helper()
+	t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, tile), func(t *testing.T) {
+		testMatrix(t, k, qt, c, tileTol(c.K, tile), func(s *vk.Sequence, dst, w, x vk.Binding) error {
+			return k.MatMulTiled(s, dst, w, x, qt, c.n, c.rows, c.K, tile)
+		})
+	})
+}
+
+// tileTol is the error allowed in a K-term dot product of tile, relative
+// to sum |w*x|. An f16 weight tile rounds each weight, and an f16
+// activation chunk each x, to a relative error of at most 2^-11 (2^-10
+// allowed for drivers that truncate): each adds that much of sum |w*x|.
+// (An x below 2^-14 rounds to an f16 subnormal with an absolute error up to
+// 2^-25, far below this bound unless nearly all x are that small.)
+func tileTol(K int, tile Tile) float64 {
+	tol := dotTol(K)
+	if tile.F16 {
+		tol += 1.0 / 1024
+	}
+	if tile.X16 {
+		tol += 1.0 / 1024
+	}
+	return tol
 }
 
 func TestMatMulRejects(t *testing.T) {
@@ -188,8 +306,10 @@ func TestMatMulRejects(t *testing.T) {
 		{"float row not vec4", k.MatMul(s, bind, bind, bind, quant.F32, 1, 1, 7)},
 		{"short weights", k.MatMul(s, bind, bind, bind, quant.F32, 1, 20000, 4)},
 		{"too many columns", k.MatVecWith(s, bind, bind, bind, quant.F32, 9, 1, 4, k.MatVec)},
+		{"weights off 16 bytes", k.MatVecWith(s, bind, vk.Binding{Buf: b, Off: 8}, bind, quant.Q4_K, 1, 1, 256, k.MatVec)},
 		{"micro-tile", k.MatMulTiled(s, bind, bind, bind, quant.F32, 9, 1, 4, Tile{BM: 16, BN: 16, TM: 3, TN: 1})},
 		{"shared memory", k.MatMulTiled(s, bind, bind, bind, quant.Q4_K, 9, 1, 256, Tile{BM: 64, BN: 64, TM: 8, TN: 8})},
+		{"activation chunk", k.MatMulTiled(s, bind, bind, bind, quant.Q4_K, 9, 1, 256, Tile{BM: 16, BN: 16, TM: 1, TN: 1, KB: 8})},
 	} {
 		if c.err == nil {
 			t.Errorf("%s: accepted", c.name)

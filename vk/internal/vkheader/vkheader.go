@@ -38,6 +38,7 @@ var Structs = map[string]reflect.Type{
 	"VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures": reflect.TypeFor[C.VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures](),
 	"VkPipelineShaderStageRequiredSubgroupSizeCreateInfo": reflect.TypeFor[C.VkPipelineShaderStageRequiredSubgroupSizeCreateInfo](),
 	"VkDebugUtilsMessengerCreateInfoEXT":                  reflect.TypeFor[C.VkDebugUtilsMessengerCreateInfoEXT](),
+	"VkValidationFeaturesEXT":                             reflect.TypeFor[C.VkValidationFeaturesEXT](),
 	"VkDebugUtilsMessengerCallbackDataEXT":                reflect.TypeFor[C.VkDebugUtilsMessengerCallbackDataEXT](),
 	"VkDescriptorSetAllocateInfo":                         reflect.TypeFor[C.VkDescriptorSetAllocateInfo](),
 	"VkDescriptorBufferInfo":                              reflect.TypeFor[C.VkDescriptorBufferInfo](),
