@@ -139,21 +139,15 @@ type Kernels struct {
 	Tile   Tile
 }
 
-// New prepares kernels for d. The shapes start at the fastest measured on
-// an H100 (docs/KERNELS.md), which fit every device's shared memory (32 KiB
-// or more).
+// New prepares kernels for d, with the built-in shapes for it (Defaults).
 func New(d *vk.Device) (*Kernels, error) {
 	dummy, err := d.NewBuffer(16, false)
 	if err != nil {
 		return nil, fmt.Errorf("kernels: %w", err)
 	}
-	return &Kernels{
-		dev:    d,
-		info:   d.Info(),
-		dummy:  dummy,
-		MatVec: MatVecShape{Lanes: 64, Rows: 2, Unroll: 2},
-		Tile:   Tile{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
-	}, nil
+	info := d.Info()
+	mv, tile := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
+	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile}, nil
 }
 
 // Close frees what New allocated. Pipelines belong to the device.
