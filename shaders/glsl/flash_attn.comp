@@ -65,10 +65,16 @@ const uint SPR = XSG ? DL / SG : 1;        // subgroups per row
 const uint RED = XSG ? BC * NSG : 1;
 const uint MT = MASK ? BC * (BR + 1) : 1;
 const uint SCS = BC + 1;                   // score row stride, padded so slots reading one key hit distinct banks
-// Keys per unrolled step: the loads of KU keys are in flight together. The
-// tile loop itself stays rolled, which keeps the code small (lavapipe's LLVM
-// takes minutes over a fully unrolled 32-key tile).
-const uint KU = 4;
+// Keys per unrolled step: the loads of KU keys are in flight together, and
+// each step waits for its loads, so a tile costs 2 BC / KU memory round
+// trips (K, then V) one after the other: in decode, where a workgroup sees
+// one or two tiles, these latencies are the kernel's time. KU keeps 16
+// chunk loads (64 registers) in flight per lane, a power of two dividing BC.
+// The step loop itself stays
+// rolled, which keeps the code small (lavapipe's LLVM takes minutes over a
+// fully unrolled 32-key tile).
+const uint KU0 = NCH <= 1u ? 16u : (NCH <= 2u ? 8u : (NCH <= 4u ? 4u : (NCH <= 8u ? 2u : 1u)));
+const uint KU = KU0 < BC ? KU0 : BC;
 
 // Masked scores are a large finite negative rather than -inf: Vulkan does not
 // promise inf arithmetic without float controls, and exp2(NEG - x) is 0.
@@ -243,7 +249,7 @@ void main() {
         // its dims, then the row's DL lanes reduce. Keys past ke load the
         // last valid key (no branch around the loads) and are masked.
         [[dont_unroll]] for (uint c0 = 0; c0 < BC; c0 += KU) {
-            float s[KU];
+            float s[16]; // KU used; a fixed size keeps it in registers
             [[unroll]] for (uint u = 0; u < KU; u++) {
                 const uint kbase = min(t + c0 + u, ke - 1) * kv_stride + kv_off;
                 float acc = 0.0;

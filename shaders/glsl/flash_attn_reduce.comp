@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Merges the split-k partials of flash_attn.comp: for each (query, head) row,
 // M = max m_s, w_s = exp2(m_s - M), O = Σ w_s O_s / Σ w_s l_s (m in log2
 // units). Empty splits (m = NEG, l = 0) weigh nothing; a row with no live key
@@ -81,8 +82,20 @@ void main() {
     const uint sl = tid / NC;
     vec4 acc = vec4(0.0);
     if (sl < SL) {
-        for (uint s = sl; s < pc.n_split; s += SL) {
-            acc += weight[s] * part[(s * rows + row) * NC + c];
+        // UR splits per step, their loads issued together: a loop that
+        // used each load at once waited one memory latency per split.
+        const uint UR = 4;
+        for (uint s0 = sl; s0 < pc.n_split; s0 += SL * UR) {
+            vec4 p[UR];
+            [[unroll]] for (uint u = 0; u < UR; u++) {
+                const uint s = min(s0 + u * SL, pc.n_split - 1);
+                p[u] = part[(s * rows + row) * NC + c];
+            }
+            [[unroll]] for (uint u = 0; u < UR; u++) {
+                if (s0 + u * SL < pc.n_split) {
+                    acc += weight[s0 + u * SL] * p[u];
+                }
+            }
         }
         sums[sl * NC + c] = acc;
     }
