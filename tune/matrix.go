@@ -20,14 +20,15 @@ type matVariant struct {
 	name     string
 	ref, def bool
 	f16      bool // rounds dequantized weights to f16 (a looser parity bound)
+	x16      bool // rounds activations to f16 (likewise)
 	rec      recordFunc
 }
 
 // The tiles the prefill sweep tries: the square 16x16 reference, the
 // anisotropic and non-power-of-two workgroups the literature compares it
 // with (one output per invocation), then per-invocation micro-tiles, each
-// also with f16 weights in shared memory. BM runs along the weight rows,
-// which are the output's contiguous axis.
+// also with f16 weights in shared memory, then wide tiles. BM runs along
+// the weight rows, which are the output's contiguous axis.
 var (
 	plainTiles = []kernels.Tile{
 		{BM: 16, BN: 16, TM: 1, TN: 1}, {BM: 8, BN: 8, TM: 1, TN: 1}, {BM: 8, BN: 16, TM: 1, TN: 1},
@@ -38,6 +39,37 @@ var (
 		{BM: 32, BN: 32, TM: 2, TN: 2}, {BM: 32, BN: 32, TM: 4, TN: 4}, {BM: 64, BN: 64, TM: 4, TN: 4},
 		{BM: 64, BN: 32, TM: 4, TN: 2}, {BM: 32, BN: 64, TM: 2, TN: 4}, {BM: 16, BN: 64, TM: 2, TN: 8},
 		{BM: 64, BN: 16, TM: 8, TN: 2}, {BM: 128, BN: 64, TM: 8, TN: 4}, {BM: 64, BN: 128, TM: 4, TN: 8},
+	}
+	// wideTiles fit 48 KiB (NVIDIA, Intel) with K-quant weights; few fit 32
+	// KiB. The more values an invocation's micro-tile holds, the fewer
+	// shared-memory bytes and f16 conversions each FMA costs (a TM x TN
+	// micro-tile reads TM + TN values per k for TM*TN FMAs); f16
+	// activations (X16) or chunks of 16 values of k (KB) make room for
+	// wider tiles, f32 weight tiles (BM 32) need no weight conversions. A
+	// 64-row f16 weight tile of K-quants is 33 KiB, so BM stops at 80 (a
+	// 128-row one, 66 KiB, fits no device we know). vk/kernels' TestMatMul
+	// runs these too (wideTestTiles): keep the lists in step.
+	wideTiles = []kernels.Tile{
+		{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true},
+		{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true, KB: 64},
+		{BM: 64, BN: 64, TM: 8, TN: 8, F16: true},
+		{BM: 64, BN: 64, TM: 8, TN: 8, F16: true, X16: true},
+		{BM: 64, BN: 64, TM: 4, TN: 8, F16: true},
+		{BM: 64, BN: 64, TM: 8, TN: 4, F16: true},
+		{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
+		{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, KB: 16},
+		{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, X16: true},
+		{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, KB: 16},
+		{BM: 64, BN: 128, TM: 8, TN: 4, F16: true, X16: true},
+		{BM: 64, BN: 256, TM: 8, TN: 16, F16: true, X16: true, KB: 16},
+		{BM: 64, BN: 256, TM: 8, TN: 8, F16: true, X16: true, KB: 16},
+		{BM: 80, BN: 128, TM: 10, TN: 8, F16: true, X16: true, KB: 16},
+		{BM: 32, BN: 64, TM: 4, TN: 8},
+		{BM: 32, BN: 128, TM: 4, TN: 8, X16: true},
+		{BM: 32, BN: 128, TM: 4, TN: 8, KB: 16},
+		{BM: 32, BN: 256, TM: 4, TN: 16, X16: true, KB: 16},
+		{BM: 32, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
+		{BM: 32, BN: 256, TM: 4, TN: 16, F16: true, X16: true},
 	}
 	quickTiles = []kernels.Tile{
 		{BM: 16, BN: 16, TM: 1, TN: 1}, {BM: 8, BN: 32, TM: 1, TN: 1}, {BM: 32, BN: 8, TM: 1, TN: 1},
@@ -58,7 +90,7 @@ func defaultTiles(quick bool) []kernels.Tile {
 		f.F16 = true
 		out = append(out, t, f)
 	}
-	return out
+	return append(out, wideTiles...)
 }
 
 func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {
@@ -107,7 +139,7 @@ func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
 	}
 	var vs []matVariant
 	for _, t := range tiles {
-		vs = append(vs, matVariant{name: t.String(), ref: t == refTile, def: t == k.Tile, f16: t.F16,
+		vs = append(vs, matVariant{name: t.String(), ref: t == refTile, def: t == k.Tile, f16: t.F16, x16: t.X16,
 			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, qt quant.Type, n, rows, K int) error {
 				return k.MatMulTiled(s, dst, w, x, qt, n, rows, K, t)
 			}})
@@ -127,7 +159,7 @@ func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
 	r.Tables = append(r.Tables, tables...)
 	if i := choose(tables); i >= 0 && i < len(tiles) {
 		t := tiles[i]
-		p.MatMul = &MatMul{BM: t.BM, BN: t.BN, TM: t.TM, TN: t.TN, F16: t.F16}
+		p.MatMul = &MatMul{BM: t.BM, BN: t.BN, TM: t.TM, TN: t.TN, F16: t.F16, X16: t.X16, KB: t.KB}
 	} else {
 		r.Unchosen = append(r.Unchosen, KernelMatMul)
 	}
@@ -330,10 +362,18 @@ func (c *matrixCase) check() (float64, error) {
 // dotBound is the parity bound of a K-term f32 dot product: rounding
 // errors grow like sqrt(K) ulps (8x margin), as the kernel tests allow. A
 // tile that keeps weights in f16 adds up to 2^-10 of the magnitude (one
-// f16 rounding of each weight, with room for drivers that truncate).
-func dotBound(K int, f16 bool) float64 {
+// f16 rounding of each weight, with room for drivers that truncate), and
+// one that stages activations in f16 (x16) as much again: a product of
+// two rounded factors errs by at most the sum of their relative errors
+// (plus their product, 2^-20, inside the margin). Activations beyond f16
+// range would overflow to infinities and fail parity outright; the sweep's
+// are N(0, 1).
+func dotBound(K int, f16, x16 bool) float64 {
 	b := 8 * math.Sqrt(float64(K)) / (1 << 24)
 	if f16 {
+		b += 1.0 / 1024
+	}
+	if x16 {
 		b += 1.0 / 1024
 	}
 	return b
@@ -362,7 +402,7 @@ func (sw *sweeper) matrices(k *kernels.Kernels, m Model, kernel string, n int, v
 		}
 		for _, v := range vs {
 			cell := Cell{Variant: v.name, Ref: v.ref, Default: v.def,
-				Bound: dotBound(mat.K, v.f16 && mat.Type.BlockSize() > 1)}
+				Bound: dotBound(mat.K, v.f16 && mat.Type.BlockSize() > 1, v.x16)}
 			err := sw.run(&cell, len(c.copies), c.poison, func(s *vk.Sequence) error {
 				for _, w := range c.copies {
 					if err := v.rec(k, s, vk.Binding{Buf: c.dst}, vk.Binding{Buf: w}, vk.Binding{Buf: c.x}, mat.Type, n, mat.Rows, mat.K); err != nil {

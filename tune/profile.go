@@ -87,11 +87,13 @@ type MatMul struct {
 	TM  int  `json:"tm"`
 	TN  int  `json:"tn"`
 	F16 bool `json:"f16"`
+	X16 bool `json:"x16,omitempty"`
+	KB  int  `json:"kb,omitempty"`
 }
 
 // Tile converts m to the kernels' type.
 func (m MatMul) Tile() kernels.Tile {
-	return kernels.Tile{BM: m.BM, BN: m.BN, TM: m.TM, TN: m.TN, F16: m.F16}
+	return kernels.Tile{BM: m.BM, BN: m.BN, TM: m.TM, TN: m.TN, F16: m.F16, X16: m.X16, KB: m.KB}
 }
 
 // MatVec is the decode matrix-vector shape (kernels.MatVecShape).
@@ -250,6 +252,9 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 		t := m.Tile()
 		if m.BM < 1 || m.BN < 1 || m.TM < 1 || m.TN < 1 || m.BM%m.TM != 0 || m.BN%m.TN != 0 {
 			return fmt.Errorf("matmul tile %v: micro-tiles must divide the tile", t)
+		}
+		if m.KB != 0 && m.KB != 16 && m.KB != 32 && m.KB != 64 {
+			return fmt.Errorf("matmul tile %v: activation chunk %d, want 16, 32 or 64", t, m.KB)
 		}
 		if t.Invocations() > info.MaxWorkgroupInvocations {
 			return fmt.Errorf("matmul tile %v: %d invocations, device allows %d", t, t.Invocations(), info.MaxWorkgroupInvocations)

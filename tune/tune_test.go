@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,7 +134,7 @@ func TestProfileLookup(t *testing.T) {
 		t.Fatalf("empty cache: %v, %q", p, warn)
 	}
 	good := Profile{Format: Format, Key: KeyOf(info), Model: "test",
-		MatMul:  &MatMul{BM: 8, BN: 32, TM: 1, TN: 2},
+		MatMul:  &MatMul{BM: 8, BN: 32, TM: 1, TN: 2, X16: true, KB: 16},
 		MatVec:  &MatVec{Lanes: 32, Rows: 3, Unroll: 1},
 		Decode:  &Attention{Bc: 16, Splits: 2},
 		Prefill: &Attention{Br: 8}}
@@ -186,6 +187,7 @@ func TestProfileLookup(t *testing.T) {
 	bad("device", "another device", func(p *Profile) { p.Key.UUID = strings.Repeat("ab", 16) })
 	bad("format", "format", func(p *Profile) { p.Format = 99 })
 	bad("tile", "micro-tiles", func(p *Profile) { p.MatMul.TM = 3 })
+	bad("chunk", "activation chunk", func(p *Profile) { p.MatMul.KB = 8 })
 	bad("invocations", "invocations", func(p *Profile) {
 		*p.MatMul = MatMul{BM: 64, BN: 64, TM: 1, TN: 1}
 	})
@@ -223,5 +225,30 @@ func TestCapped(t *testing.T) {
 	}
 	if len(m.Matrices) != 2 { // every shape becomes 256x512, in Q4_K or Q6_K
 		t.Errorf("%d shapes: %v", len(m.Matrices), m.Matrices)
+	}
+}
+
+// TestDefaultTiles checks the prefill sweep's list without a device: the
+// 16x16 reference is measured, names are distinct, every tile fits 1024
+// invocations, and every one but the older micro-tiles (some of which need
+// 64 KiB) fits the 48 KiB of NVIDIA and Intel with K-quant weights.
+func TestDefaultTiles(t *testing.T) {
+	tiles := defaultTiles(false)
+	seen := map[string]bool{}
+	for _, tile := range tiles {
+		name := tile.String()
+		if seen[name] {
+			t.Errorf("%s listed twice", name)
+		}
+		seen[name] = true
+		if tile.BM%tile.TM != 0 || tile.BN%tile.TN != 0 || tile.Invocations() > 1024 {
+			t.Errorf("%s: micro-tiles or invocations", name)
+		}
+		if b := tile.SharedBytes(quant.Q4_K); b > 48<<10 && !slices.Contains(microTiles, kernels.Tile{BM: tile.BM, BN: tile.BN, TM: tile.TM, TN: tile.TN}) {
+			t.Errorf("%s: %d bytes of shared memory", name, b)
+		}
+	}
+	if !seen[refTile.String()] {
+		t.Errorf("reference %v not swept", refTile)
 	}
 }

@@ -7,9 +7,16 @@
 // K advances in tiles of BK values: whole superblocks for K-quants (256),
 // whole blocks for Q8_0/Q4_0 (32), 64 for float types. Each K tile of W is
 // dequantized once into shared memory (f32, or f16 pairs when A16 so that
-// BM = 32 fits 32 KiB); x follows in chunks of BKB values. Shared rows are
-// padded against bank conflicts (see ASTRIDE).
+// BM = 32 fits 32 KiB); x follows in chunks of BKB values (f32, or f16 pairs
+// when B16). Shared rows are padded against bank conflicts (see ASTRIDE).
+//
+// The next chunk of x is loaded into registers while the current one is
+// multiplied, so its global latency hides behind the arithmetic; each
+// shared value read is converted at most once and used TN (A) or TM (B)
+// times, so f16 tiles cost (TM [A16] + TN [B16]) / (TM TN) conversions per
+// FMA. Accumulation is always f32.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64; // (BM/TM) * (BN/TN)
@@ -18,7 +25,13 @@ layout(constant_id = 2) const uint BM = 16;
 layout(constant_id = 3) const uint BN = 16;
 layout(constant_id = 4) const uint TM = 2;
 layout(constant_id = 5) const uint TN = 2;
-layout(constant_id = 6) const bool A16 = false;
+layout(constant_id = 6) const bool A16 = false; // weight tile as f16
+// B16 stages activations as f16: half the shared memory of the chunk and
+// a 2^-11 relative rounding of every x. Values beyond f16 range (65504)
+// become infinities and the products NaN or inf: a model with such
+// activations (rare outlier layers) must not use a B16 tile.
+layout(constant_id = 7) const bool B16 = false;
+layout(constant_id = 8) const uint KB = 32; // activation chunk: 16, 32 or 64 values of k
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
@@ -34,25 +47,37 @@ layout(push_constant) uniform Push {
 #include "dequant.glsl"
 
 const uint BK = QFLOAT ? 64u : QK;
-const uint BKB = 32u;
-// Shared tiles are read 4 (f32) or 8 (f16) values at a time as 16-byte
-// words. Rows are padded by one such word: a row stride of 4 mod 32 banks
-// lets the 8 invocations of one 16-byte access phase read 8 different rows
-// from 32 distinct banks.
-const uint ASTRIDE = (A16 ? BK / 8u : BK / 4u) + 1u; // uvec4s per weight row
-const uint BSTRIDE = BKB / 4u + 1u;                   // vec4s per activation row
-const uint MT = BM / TM; // invocations along M
-const uint NT = BN / TN; // invocations along N
+// A chunk never straddles two K tiles (Q8_0/Q4_0 tiles are 32 values).
+const uint BKB = KB < BK ? KB : BK;
+// Shared tiles are read as 16-byte words: 4 f32 or 8 f16 values of k.
+// Rows are padded by one such word: an odd stride in words (4 mod 8 banks
+// times an odd number) lets the 8 invocations of one 16-byte access phase
+// read 8 different rows from 32 distinct banks.
+const uint AW = A16 ? 1u : 2u;                 // 16-byte words per 8 values of k (weights)
+const uint BW = B16 ? 1u : 2u;                 // ... (activations)
+const uint ASTRIDE = BK / 8u * AW + 1u;        // uvec4s per weight row
+const uint BSTRIDE = BKB / 8u * BW + 1u;       // uvec4s per activation row
+const uint MT = BM / TM;                       // invocations along M
+const uint NT = BN / TN;                       // invocations along N
+const uint BQ = BKB / 4u;                      // vec4s of x per column and chunk
+const uint PF = (BN * BQ + WG - 1u) / WG;      // vec4s of x each invocation prefetches
 
 shared uvec4 shA[BM * ASTRIDE]; // f32 bits, or packed f16 pairs when A16
-shared vec4 shB[BN * BSTRIDE];
+shared uvec4 shB[BN * BSTRIDE]; // the same for activations with B16
 
 float acc[TM * TN];
+vec4 pf[PF]; // the next chunk of x, in flight during the current one
 
 // loadA dequantizes the K tile starting at k0 of rows m0.. into shA.
 void loadA(uint m0, uint k0) {
     const uint ppr = BK / 16u; // pieces per tile row
-    for (uint it = gl_LocalInvocationID.x; it < BM * ppr; it += WG) {
+    // A constant trip count, so that the compiler may unroll the loop and
+    // have every piece's loads in flight at once.
+    for (uint ia = 0u; ia < (BM * ppr + WG - 1u) / WG; ia++) {
+        uint it = gl_LocalInvocationID.x + ia * WG;
+        if (it >= BM * ppr) {
+            continue; // only in the last round, when WG does not divide BM * ppr
+        }
         uint r = it / ppr, pp = it % ppr;
         uint tb = pp / QPIECES, p = pp % QPIECES; // block within the tile, piece within the block
         uint kb = k0 + tb * QK;                   // first value of the block
@@ -77,61 +102,113 @@ void loadA(uint m0, uint k0) {
     }
 }
 
-// loadB copies x[n0.., k..k+BKB) into shB, zero past N and K.
-void loadB(uint n0, uint k) {
-    for (uint it = gl_LocalInvocationID.x; it < BN * (BKB / 4u); it += WG) {
-        uint n = it / (BKB / 4u), c = it % (BKB / 4u);
+// fetchB loads x[n0.., k..k+BKB) into pf, zero past N and K.
+void fetchB(uint n0, uint k) {
+    [[unroll]] for (uint i = 0u; i < PF; i++) {
+        uint it = gl_LocalInvocationID.x + i * WG;
+        uint n = it / BQ, c = it % BQ;
         vec4 v = vec4(0.0);
-        if (n0 + n < pc.N && k + 4u * c < pc.K) {
+        if (it < BN * BQ && n0 + n < pc.N && k + 4u * c < pc.K) {
             v = x4[((n0 + n) * pc.K + k) / 4u + c];
         }
-        shB[n * BSTRIDE + c] = v;
+        pf[i] = v;
+    }
+}
+
+// storeB writes pf into shB.
+void storeB() {
+    [[unroll]] for (uint i = 0u; i < PF; i++) {
+        uint it = gl_LocalInvocationID.x + i * WG;
+        if (it < BN * BQ) {
+            uint n = it / BQ, c = it % BQ;
+            if (B16) {
+                uvec2 h = uvec2(packHalf2x16(pf[i].xy), packHalf2x16(pf[i].zw));
+                uint o = n * BSTRIDE + c / 2u;
+                if ((c & 1u) == 0u) {
+                    shB[o].xy = h;
+                } else {
+                    shB[o].zw = h;
+                }
+            } else {
+                shB[n * BSTRIDE + c] = floatBitsToUint(pf[i]);
+            }
+        }
+    }
+}
+
+// Steps of 8 values of k per chunk. A big micro-tile keeps the loop over
+// them rolled: its body is already 8 TM TN multiply-adds, and unrolling
+// would only multiply the code (and the compile time of software drivers).
+// A small one unrolls it, so loads of one step overlap the FMAs of another.
+const uint KSTEPS = BKB / 8u;
+const uint KU = TM * TN >= 32u ? 1u : KSTEPS;
+
+// multiply accumulates the chunk of shB against columns kc.. of shA.
+void multiply(uint tm, uint tn, uint kc) {
+    [[dont_unroll]] for (uint ko = 0u; ko < KSTEPS; ko += KU) {
+        [[unroll]] for (uint ku = 0u; ku < KU; ku++) {
+            uint kk = 8u * (ko + ku);
+            // Eight values of k per step: 16-byte reads, AW per weight row
+            // and BW per activation column.
+            uvec4 a[TM * AW], b[TN * BW];
+            [[unroll]] for (uint i = 0u; i < TM; i++) {
+                uint o = (tm + i * MT) * ASTRIDE + (kc + kk) / 8u * AW;
+                [[unroll]] for (uint w = 0u; w < AW; w++) {
+                    a[i * AW + w] = shA[o + w];
+                }
+            }
+            [[unroll]] for (uint j = 0u; j < TN; j++) {
+                uint o = (tn + j * NT) * BSTRIDE + kk / 8u * BW;
+                [[unroll]] for (uint w = 0u; w < BW; w++) {
+                    b[j * BW + w] = shB[o + w];
+                }
+            }
+            // Two values of k at a time, each converted once: TM + TN pairs
+            // feed 2 TM TN multiply-adds.
+            [[unroll]] for (uint p = 0u; p < 4u; p++) {
+                vec2 av[TM], bv[TN];
+                [[unroll]] for (uint i = 0u; i < TM; i++) {
+                    uvec4 h = a[i * AW + (p >> 1) * (AW - 1u)];
+                    av[i] = A16 ? unpackHalf2x16(h[p]) : uintBitsToFloat((p & 1u) == 0u ? h.xy : h.zw);
+                }
+                [[unroll]] for (uint j = 0u; j < TN; j++) {
+                    uvec4 h = b[j * BW + (p >> 1) * (BW - 1u)];
+                    bv[j] = B16 ? unpackHalf2x16(h[p]) : uintBitsToFloat((p & 1u) == 0u ? h.xy : h.zw);
+                }
+                [[unroll]] for (uint i = 0u; i < TM; i++) {
+                    [[unroll]] for (uint j = 0u; j < TN; j++) {
+                        // a * b + acc contracts to one FMA.
+                        acc[i * TN + j] += av[i].x * bv[j].x;
+                        acc[i * TN + j] += av[i].y * bv[j].y;
+                    }
+                }
+            }
+        }
     }
 }
 
 void main() {
     uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN;
     uint tm = gl_LocalInvocationID.x % MT, tn = gl_LocalInvocationID.x / MT;
-    for (uint i = 0u; i < TM * TN; i++) {
+    [[unroll]] for (uint i = 0u; i < TM * TN; i++) {
         acc[i] = 0.0;
     }
+    fetchB(n0, 0u);
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-        barrier(); // the previous tile's readers are done
+        barrier(); // the previous tile's readers of shA and shB are done
         loadA(m0, k0);
         for (uint kc = 0u; kc < BK && k0 + kc < pc.K; kc += BKB) {
-            barrier(); // shA written; the previous chunk's readers of shB are done
-            loadB(n0, k0 + kc);
-            barrier();
-            // Eight values of k per step: one 16-byte read of f16 weights,
-            // two of f32 weights or activations.
-            for (uint kk = 0u; kk < BKB; kk += 8u) {
-                vec4 alo[TM], ahi[TM], blo[TN], bhi[TN];
-                for (uint i = 0u; i < TM; i++) {
-                    uint o = (tm + i * MT) * ASTRIDE;
-                    if (A16) {
-                        uvec4 h = shA[o + (kc + kk) / 8u];
-                        alo[i] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-                        ahi[i] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
-                    } else {
-                        alo[i] = uintBitsToFloat(shA[o + (kc + kk) / 4u]);
-                        ahi[i] = uintBitsToFloat(shA[o + (kc + kk) / 4u + 1u]);
-                    }
-                }
-                for (uint j = 0u; j < TN; j++) {
-                    uint o = (tn + j * NT) * BSTRIDE + kk / 4u;
-                    blo[j] = shB[o];
-                    bhi[j] = shB[o + 1u];
-                }
-                for (uint i = 0u; i < TM; i++) {
-                    for (uint j = 0u; j < TN; j++) {
-                        acc[i * TN + j] += dot(alo[i], blo[j]) + dot(ahi[i], bhi[j]);
-                    }
-                }
+            if (kc > 0u) {
+                barrier(); // the previous chunk's readers of shB are done
             }
+            storeB();
+            barrier(); // shA and shB written
+            fetchB(n0, k0 + kc + BKB);
+            multiply(tm, tn, kc);
         }
     }
-    for (uint i = 0u; i < TM; i++) {
-        for (uint j = 0u; j < TN; j++) {
+    [[unroll]] for (uint i = 0u; i < TM; i++) {
+        [[unroll]] for (uint j = 0u; j < TN; j++) {
             uint m = m0 + tm + i * MT, n = n0 + tn + j * NT;
             if (m < pc.M && n < pc.N) {
                 dst[n * pc.M + m] = acc[i * TN + j];
