@@ -155,6 +155,9 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 // number of dispatches of the kernel one run holds. clear, run before the
 // warm-up, poisons the output so that a variant that writes nothing cannot
 // pass on its predecessor's result.
+// warmup is how long a cell's sequence runs before it is timed.
+const warmup = 20 * time.Millisecond
+
 func (sw *sweeper) run(c *Cell, per int, clear func() error, rec func(s *vk.Sequence) error, check func() (float64, error)) error {
 	s := sw.dev.NewSequence()
 	defer s.Free()
@@ -184,6 +187,14 @@ func (sw *sweeper) run(c *Cell, per int, clear func() error, rec func(s *vk.Sequ
 	if !(e <= c.Bound) { // NaN fails too
 		c.Status = StatusParity
 		return nil
+	}
+	// Warm up before timing: a GPU left idle by the host-side work between
+	// cells (uploads, parity checks) runs its first dispatches at low
+	// clocks, which made whole tables read 3x slow on an H200.
+	for start := time.Now(); time.Since(start) < warmup; {
+		if err := s.Run(); err != nil {
+			return err
+		}
 	}
 	samples := make([]float64, sw.o.Reps)
 	for i := range samples {
