@@ -162,3 +162,40 @@ func TestPlanRejects(t *testing.T) {
 		}
 	}
 }
+
+// The tune sweep on an H200 timed the policy's 512-query prefill at KV
+// 16384 (Llama-3-8B) at 52.9 ms and the variant "wave 32 Br 16 Bc 16 splits
+// auto" at 11.5 ms, equal at KV 4096. They are one geometry, so one pipeline
+// and one dispatch: the gap was the sweep's (the policy was timed first,
+// on a device left idle while the problem was built; see tune.attnWarmUp),
+// not the plan's. The H200 has 132 SMs, which its driver reports
+// (VK_NV_shader_sm_builtins) but the vulkaninfo record lacks.
+func TestPlanH200Prefill(t *testing.T) {
+	dev := load(t, "nvidia-h200-proprietary.json")
+	dev.ComputeUnits = 132
+	for _, kv := range []int{4096, 16384} {
+		s := llama3(512, kv)
+		policy, err := PlanFor(dev, wave(t, dev, 0), s, Prefs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		named, err := PlanFor(dev, wave(t, dev, 32), s, Prefs{Br: 16, Bc: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if policy != named {
+			t.Errorf("KV %d: the policy plans %v, the same geometry named explicitly %v", kv, policy, named)
+		}
+		// 32 query blocks × 32 heads make 1024 one-warp workgroups, 7.8 per
+		// SM; 3 splits bring that to the 16 per SM the policy asks for. The
+		// count does not depend on the KV length, which only bounds it.
+		if x, y, z := policy.Workgroups(s); policy.Wave.W != 32 || policy.Br != 16 || policy.Bc != 16 || x*y != 1024 || z != 3 {
+			t.Errorf("KV %d: %v, %d×%d×%d workgroups; want wave 32, Br 16, Bc 16, 32×32×3", kv, policy, x, y, z)
+		}
+	}
+	// Without the SM count 32 units are assumed, which 1024 workgroups fill.
+	dev.ComputeUnits = 0
+	if p, err := PlanFor(dev, wave(t, dev, 0), llama3(512, 16384), Prefs{}); err != nil || p.Splits != 1 {
+		t.Errorf("unknown SM count: %v %v, want no split", p, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/x448/float16"
 
@@ -33,11 +34,14 @@ func (a Attention) String() string {
 
 // defaultAttention lists the decode and prefill variants: every wave the
 // device runs, keys per tile, and split-k counts (decode) or query rows per
-// workgroup (prefill). The policy's own choice comes first: the reference.
+// workgroup with and without the policy's split-k (prefill: whether
+// splitting a batch's KV range pays when its query blocks already make
+// many workgroups is the device's to show). The policy's own choice comes
+// first: the reference.
 func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attention) {
-	bcs, splits, brs := []int{16, 32, 64}, []int{0, 1, 8, 32, 128, 256}, []int{8, 16}
+	bcs, splits, brs, prefillSplits := []int{16, 32, 64}, []int{0, 1, 8, 32, 128, 256}, []int{8, 16}, []int{0, 1}
 	if quick {
-		bcs, splits = []int{16, 32}, []int{0, 1, 4}
+		bcs, splits, prefillSplits = []int{16, 32}, []int{0, 1, 4}, []int{0}
 	}
 	decode, prefill = []Attention{{}}, []Attention{{}}
 	for _, w := range attention.SupportedWaves(flashattn.Device(info)) {
@@ -46,7 +50,9 @@ func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attenti
 				decode = append(decode, Attention{Wave: w.W, Bc: bc, Splits: s})
 			}
 			for _, br := range brs {
-				prefill = append(prefill, Attention{Wave: w.W, Br: br, Bc: bc})
+				for _, s := range prefillSplits {
+					prefill = append(prefill, Attention{Wave: w.W, Br: br, Bc: bc, Splits: s})
+				}
 			}
 		}
 	}
@@ -196,14 +202,49 @@ func (c *attnCase) check() (float64, error) {
 	return worst, nil
 }
 
-// attentionTable measures every variant on one attention problem.
+// attnWarmUp is how long the device runs the policy back to back on a fresh
+// problem before its first cell. Building a problem is seconds of CPU-only
+// work at long KV (random K/V, the float64 reference, uploads: ~2 s at KV
+// 16384, ~0.5 s at 4096 on the dev machine) while the device idles, longer
+// than sw.run's per-cell warm-up covers (20 ms: one or two runs of a
+// long prefill). On an H200 the first cell of the 16384-key prefill table,
+// the policy (wave 32 Br 16 Bc 16 splits 3), measured 52.9 ms against 11.5
+// ms for the same geometry named explicitly two cells later, while at 4096
+// keys the two were equal.
+const attnWarmUp = 500 * time.Millisecond
+
+// attentionTable measures every variant on one attention problem. Every
+// variant runs on the same buffers: the split-k partials of all of them
+// share one scratch buffer, allocated with the problem, so nothing is
+// allocated or freed between cells; and the device is warmed up on the
+// problem before the first cell.
 func (sw *sweeper) attentionTable(m Model, kernel string, queries, kv int, vs []Attention) (Table, error) {
 	shape := fmt.Sprintf("%d queries at KV %d, %d/%d heads of %d", queries, kv, m.Heads, m.KVHeads, m.HeadDim)
+	fail := func(what string, err error) (Table, error) {
+		return Table{}, fmt.Errorf("tune: %s %s%s: %w", kernel, shape, what, err)
+	}
 	c, err := sw.newAttnCase(m, queries, kv)
 	if err != nil {
-		return Table{}, fmt.Errorf("tune: %s %s: %w", kernel, shape, err)
+		return fail("", err)
 	}
 	defer c.free()
+	// The kernels' buffers (their dummy bindings) must outlive the runs.
+	fas := make([]*flashattn.FlashAttn, len(vs))
+	newErrs := make([]error, len(vs))
+	for i, v := range vs {
+		if fas[i], newErrs[i] = flashattn.New(sw.dev, v.Options(0)); newErrs[i] == nil {
+			defer fas[i].Close()
+		}
+	}
+	if err := c.allocScratch(sw.dev, fas); err != nil {
+		return fail("", err)
+	}
+	if fas[0] != nil {
+		if err := sw.warmUp(kernel, shape, c, fas[0]); err != nil {
+			return fail(" warm-up", err)
+		}
+	}
+
 	t := Table{Kernel: kernel, Shape: shape, Unit: "GB/s", Weight: 1}
 	// Decode reads the KV cache once; prefill is counted in flops, 4 per
 	// head dim and query-key pair under the causal mask.
@@ -214,18 +255,12 @@ func (sw *sweeper) attentionTable(m Model, kernel string, queries, kv int, vs []
 			work += 4 * float64(m.HeadDim*m.Heads) * float64(kv-queries+i+1)
 		}
 	}
-	for _, v := range vs {
+	for i, v := range vs {
 		cell := Cell{Variant: v.String(), Ref: v == Attention{}, Default: v == Attention{}, Bound: attnBound}
-		// The kernel's buffers (its dummy bindings) must outlive the runs.
-		fa, err := flashattn.New(sw.dev, v.Options(0))
-		if err != nil {
-			cell.Status = err.Error() // a wave the device cannot run
-		} else {
-			err = sw.run(&cell, 1, c.poison, func(s *vk.Sequence) error { return c.record(s, sw.dev, fa, v, &cell) }, c.check)
-			fa.Close()
-		}
-		if err != nil {
-			return Table{}, fmt.Errorf("tune: %s %s %s: %w", kernel, shape, v, err)
+		if newErrs[i] != nil {
+			cell.Status = newErrs[i].Error() // a wave the device cannot run
+		} else if err := sw.run(&cell, 1, c.poison, func(s *vk.Sequence) error { return c.record(s, fas[i], v, &cell) }, c.check); err != nil {
+			return fail(" "+v.String(), err)
 		}
 		sw.logCell(kernel, shape, cell)
 		t.Cells = append(t.Cells, cell)
@@ -234,9 +269,67 @@ func (sw *sweeper) attentionTable(m Model, kernel string, queries, kv int, vs []
 	return t, nil
 }
 
-// record records variant v (as fa) and, for the policy, names the
-// geometry it chose.
-func (c *attnCase) record(s *vk.Sequence, d *vk.Device, fa *flashattn.FlashAttn, v Attention, cell *Cell) error {
+// allocScratch allocates the one scratch buffer every variant's split-k
+// partials use, sized for the largest (none when no variant splits). A
+// variant whose plan fails needs none: its cell reports the error.
+func (c *attnCase) allocScratch(d *vk.Device, fas []*flashattn.FlashAttn) error {
+	var most int64
+	for _, fa := range fas {
+		if fa == nil {
+			continue
+		}
+		if n, err := fa.ScratchBytes(c.sh); err == nil {
+			most = max(most, n)
+		}
+	}
+	if most == 0 {
+		return nil
+	}
+	b, err := c.buffer(d, most)
+	if err != nil {
+		return err
+	}
+	c.io.Scratch = vk.Binding{Buf: b}
+	return nil
+}
+
+// warmUp runs fa (the first variant: the policy) on the problem back to
+// back for attnWarmUp, at least twice, and logs its first and last run: a
+// first run far slower than the last shows a device that was idle or cold.
+func (sw *sweeper) warmUp(kernel, shape string, c *attnCase, fa *flashattn.FlashAttn) error {
+	s := sw.dev.NewSequence()
+	defer s.Free()
+	if err := fa.Record(s, c.io, c.sh); err != nil {
+		return nil // a geometry the device cannot run: its cell says so
+	}
+	if err := s.End(); err != nil {
+		return err
+	}
+	var first, last float64
+	runs := 0
+	for start := time.Now(); runs < 2 || time.Since(start) < attnWarmUp; runs++ {
+		t0 := time.Now()
+		if err := s.Run(); err != nil {
+			return err
+		}
+		last = float64(time.Since(t0).Microseconds()) / 1e3
+		if sw.timed {
+			last = 0
+			for _, t := range s.Timings() {
+				last += t.Micros / 1e3
+			}
+		}
+		if runs == 0 {
+			first = last
+		}
+	}
+	fmt.Fprintf(sw.o.Log, "tune: %s %s: warm-up %d runs, first %.4f ms, last %.4f ms\n", kernel, shape, runs, first, last)
+	return nil
+}
+
+// record records variant v (as fa) on the case's buffers and, for the
+// policy, names the geometry it chose.
+func (c *attnCase) record(s *vk.Sequence, fa *flashattn.FlashAttn, v Attention, cell *Cell) error {
 	plan, err := fa.Plan(c.sh)
 	if err != nil {
 		return err
@@ -244,15 +337,7 @@ func (c *attnCase) record(s *vk.Sequence, d *vk.Device, fa *flashattn.FlashAttn,
 	if v == (Attention{}) {
 		cell.Variant = fmt.Sprintf("policy (wave %d Br %d Bc %d splits %d)", plan.Wave.W, plan.Br, plan.Bc, plan.Splits)
 	}
-	io := c.io
-	if n, _ := fa.ScratchBytes(c.sh); n > 0 {
-		b, err := c.buffer(d, n)
-		if err != nil {
-			return err
-		}
-		io.Scratch = vk.Binding{Buf: b}
-	}
-	return fa.Record(s, io, c.sh)
+	return fa.Record(s, c.io, c.sh)
 }
 
 func f32Bytes(v []float32) []byte {

@@ -2,13 +2,15 @@ package flashattn
 
 import (
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/x448/float16"
 
@@ -17,10 +19,7 @@ import (
 	"github.com/vkinfer/vkinfer/vk"
 )
 
-var long = flag.Bool("long", false, "TestFlashAttn: run the full cross product of every axis (hours on lavapipe), not the pairwise covering set")
-
 func TestMain(m *testing.M) {
-	flag.Parse()
 	os.Exit(vktest.Close(m.Run()))
 }
 
@@ -28,240 +27,392 @@ func TestMain(m *testing.M) {
 // lavapipe compiles each pipeline once.
 func setup(t testing.TB) *vk.Device { return vktest.Shared(t) }
 
-// tc is one kernel configuration of the test matrix.
+// inputs is one attention problem: what the kernel reads, independent of
+// the geometry it runs with. Every variant (Br, W, splits) of a problem
+// shares its uploaded inputs and its float64 reference.
+type inputs struct {
+	dim, gqa int
+	kvHeads  int // KV heads; q-heads = gqa × kvHeads
+	// kv is the number of keys the batch attends over: the rows of the K/V
+	// cache holding keys. The batch's last query sits at position
+	// kv+past-1.
+	kv, queries int
+	// past is how far the batch runs beyond the end of the cache: the
+	// kernel must attend over the keys the cache holds and read nothing
+	// past it.
+	past int
+	mask bool
+}
+
+// pos is the position of the batch's first query.
+func (in inputs) pos() int   { return in.kv + in.past - in.queries }
+func (in inputs) heads() int { return in.gqa * in.kvHeads }
+
+// context is the number of cache rows the kernel is told about. A batch
+// inside the cache gets 5 more rows than its keys, holding NaN, as a real
+// cache holds rows not yet written: a kernel reading past the batch's
+// causal limit poisons its output. A batch running past the cache gets
+// exactly the cache (the NaN rows then follow outside the binding).
+func (in inputs) context() int {
+	if in.past > 0 {
+		return in.kv
+	}
+	return in.kv + nanRows
+}
+
+const nanRows = 5
+
+// variant is the geometry a problem runs with.
+type variant struct {
+	br, wave int
+	splits   int // 1: no split-k
+}
+
+// tc is one kernel configuration: a problem and a geometry.
 type tc struct {
-	br, wave, dim, gqa, kv, queries int
-	split, mask                     bool
+	inputs
+	variant
 }
 
 func (c tc) String() string {
-	return fmt.Sprintf("br%d/w%d/d%d/gqa%d/kv%d/q%d/split=%v/mask=%v", c.br, c.wave, c.dim, c.gqa, c.kv, c.queries, c.split, c.mask)
+	s := fmt.Sprintf("br%d/w%d/d%d/gqa%d/kv%d/q%d/split=%v/mask=%v", c.br, c.wave, c.dim, c.gqa, c.kv, c.queries, c.splits > 1, c.mask)
+	if c.splits > 1 && c.splits != 3 {
+		s += fmt.Sprintf("/splits%d", c.splits)
+	}
+	if c.kvHeads != 1 {
+		s += fmt.Sprintf("/kvheads%d", c.kvHeads)
+	}
+	if c.past > 0 {
+		s += fmt.Sprintf("/past%d", c.past)
+	}
+	return s
 }
 
-// The axes of the check. A KV length is pos+queries, so a case needs
-// queries <= kv.
-var axes = [][]int{
-	{1, 8, 16},               // Br
-	{32, 64},                 // W
-	{64, 80, 96, 128, 256},   // head dim
-	{1, 4, 8},                // GQA ratio
-	{1, 17, 255, 1000, 4097}, // KV length
-	{1, 7, 16, 100},          // queries
-	{0, 1},                   // split-k
-	{0, 1},                   // mask
-}
+// The axes of the check.
+var (
+	axisBr      = []int{1, 8, 16}
+	axisWave    = []int{32, 64}
+	axisDim     = []int{64, 80, 96, 128, 256}
+	axisGQA     = []int{1, 4, 8}
+	axisKV      = []int{1, 17, 255, 1000, 4097}
+	axisQueries = []int{1, 7, 16, 100}
+	// Split-k: 1 (none) or 3, a count that divides none of the KV lengths,
+	// so splits are uneven and some are empty.
+	axisSplits = []int{1, 3}
+	axisMask   = []bool{false, true}
+)
 
-func caseOf(v []int) tc {
-	return tc{br: v[0], wave: v[1], dim: v[2], gqa: v[3], kv: v[4], queries: v[5], split: v[6] == 1, mask: v[7] == 1}
-}
-
-func valid(v []int) bool { return v[5] <= v[4] }
-
-// fullProduct is every valid combination of the axes.
-func fullProduct() [][]int {
-	out := [][]int{nil}
-	for _, axis := range axes {
-		var next [][]int
-		for _, p := range out {
-			for _, x := range axis {
-				next = append(next, append(append([]int(nil), p...), x))
-			}
-		}
-		out = next
-	}
-	var ok [][]int
-	for _, v := range out {
-		if valid(v) {
-			ok = append(ok, v)
-		}
-	}
-	return ok
-}
-
-// coveringSet picks cases from the full product, greedily, until every pair of
-// values of any two axes that some valid case has appears in a chosen case
-// (pairwise coverage). Candidates are shuffled with a fixed seed first, so
-// ties spread over the axes' values instead of repeating the first ones, and
-// the set is the same on every run.
-func coveringSet() [][]int {
-	all := fullProduct()
-	r := rand.New(rand.NewPCG(4, 4))
-	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	type pair struct{ i, a, j, b int }
-	pairs := func(v []int) []pair {
-		var ps []pair
-		for i := range v {
-			for j := i + 1; j < len(v); j++ {
-				ps = append(ps, pair{i, v[i], j, v[j]})
-			}
-		}
-		return ps
-	}
-	uncovered := map[pair]bool{}
-	for _, v := range all {
-		for _, p := range pairs(v) {
-			uncovered[p] = true
-		}
-	}
-	var chosen [][]int
-	for len(uncovered) > 0 {
-		best, gain := -1, 0
-		for k, v := range all {
-			g := 0
-			for _, p := range pairs(v) {
-				if uncovered[p] {
-					g++
+// fullProduct is every combination of the axes, grouped by problem (the
+// variants of one problem are consecutive). One KV head: the GQA ratio is
+// the q-head count, the least work that still puts 1, 4 or 8 q-heads on
+// each KV head (TestFlashAttnKVHeads covers several KV heads).
+func fullProduct() []tc {
+	var out []tc
+	for _, dim := range axisDim {
+		for _, gqa := range axisGQA {
+			for _, kv := range axisKV {
+				for _, q := range axisQueries {
+					for _, mask := range axisMask {
+						in := inputs{dim: dim, gqa: gqa, kvHeads: 1, kv: kv, queries: q, mask: mask}
+						for _, br := range axisBr {
+							for _, w := range axisWave {
+								for _, s := range axisSplits {
+									out = append(out, tc{in, variant{br: br, wave: w, splits: s}})
+								}
+							}
+						}
+					}
 				}
 			}
-			if g > gain {
-				best, gain = k, g
-			}
 		}
-		for _, p := range pairs(all[best]) {
-			delete(uncovered, p)
-		}
-		chosen = append(chosen, all[best])
 	}
-	return chosen
+	return out
 }
 
 // TestFlashAttn checks the kernel against the float64 reference on the same
-// f16 K/V, with relative error below 1e-3, over the axes Br × W × head dim ×
-// GQA × KV length × queries × split-k × mask. The full product is thousands of
-// dispatches, hours on lavapipe's 2 cores, so by default the test runs a
-// pairwise covering set (every value of every axis with every value of every
-// other, ~3 minutes on lavapipe); -long runs the full product.
+// f16 K/V, relative error below 1e-3 (attention.RelErr over every output
+// value of every case), for every combination of Br × W × head dim × GQA ×
+// KV length × queries × split-k × mask: 7200 combinations.
+//
+// 1440 of them cannot occur and are counted apart, not run: those with more
+// queries than the KV length (7, 16 or 100 queries at KV 1, 100 at KV 17).
+// A batch's own keys are in the cache it attends over, so a batch of n
+// queries sees at least n keys; attention.Shape.Check rejects such a shape,
+// and the test checks that it does for each of them. (A batch running past
+// the end of a cache that holds at least its queries is valid and runs in
+// TestFlashAttnPastContext.)
+//
+// The other 5760 run in a few minutes on lavapipe (docs/ATTENTION.md): the
+// cases of each problem share one upload and one reference, computed once
+// on every CPU beside the device work; a few large sequences over shared
+// buffers each run with one submit; and the two waves run on two devices at
+// once, so that lavapipe compiles (on first dispatch) and runs their
+// pipelines on both cores.
 func TestFlashAttn(t *testing.T) {
 	d := setup(t)
-	cases := coveringSet()
-	if *long {
-		cases = fullProduct()
+	all := fullProduct()
+	want := len(axisBr) * len(axisWave) * len(axisDim) * len(axisGQA) * len(axisKV) * len(axisQueries) * len(axisSplits) * len(axisMask)
+	if len(all) != want {
+		t.Fatalf("%d cases, the axes have %d combinations", len(all), want)
 	}
-	t.Logf("%d cases (-long=%v)", len(cases), *long)
-	for _, v := range cases {
-		c := caseOf(v)
-		t.Run(c.String(), func(t *testing.T) {
-			got, want, p := runCase(t, d, c, 0)
-			e := attention.RelErr(got, want, c.dim)
-			t.Logf("%v: rel err %.2e", p, e)
-			if e >= 1e-3 {
-				t.Errorf("relative error %.3e >= 1e-3 (%v)", e, p)
-			}
-		})
-	}
-}
-
-// TestFlashAttnTeeth shows the comparison catches near misses: the kernel's
-// output measured against a reference whose causal limit is one key later,
-// or that ignores the mask, fails the 1e-3 bound.
-func TestFlashAttnTeeth(t *testing.T) {
-	d := setup(t)
-	causal := tc{br: 8, wave: 32, dim: 64, gqa: 4, kv: 20, queries: 7}
-	got, _, _ := runCase(t, d, causal, 0)
-	p := problem(causal, 0)
-	p.Pos++ // one more key per row: append a KV row for it
-	p.K = append(p.K, p.K[:kvHeads*causal.dim]...)
-	p.V = append(p.V, p.V[:kvHeads*causal.dim]...)
-	wrong, err := attention.Reference(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := attention.RelErr(got, wrong, causal.dim); e < 1e-3 {
-		t.Errorf("a reference off by one key passes (rel err %.2e)", e)
-	}
-
-	masked := tc{br: 16, wave: 64, dim: 96, gqa: 1, kv: 300, queries: 16, mask: true}
-	got, _, _ = runCase(t, d, masked, 0)
-	p = problem(masked, 0)
-	p.Mask = nil
-	if wrong, err = attention.Reference(p); err != nil {
-		t.Fatal(err)
-	}
-	if e := attention.RelErr(got, wrong, masked.dim); e < 1e-3 {
-		t.Errorf("a reference without the mask passes (rel err %.2e)", e)
-	}
-}
-
-// TestFlashAttnPastContext runs a batch whose positions run past the cache:
-// the kernel must attend over the keys the cache holds and read nothing
-// beyond it (the rows past it are NaN in the test, so a read would show).
-func TestFlashAttnPastContext(t *testing.T) {
-	d := setup(t)
-	for _, split := range []bool{false, true} {
-		c := tc{br: 8, wave: 32, dim: 64, gqa: 2, kv: 100, queries: 16, split: split}
-		got, want, p := runCase(t, d, c, 10)
-		if e := attention.RelErr(got, want, c.dim); e >= 1e-3 {
-			t.Errorf("split=%v: relative error %.3e (%v)", split, e, p)
+	var cases, impossible []tc
+	for _, c := range all {
+		if c.queries > c.kv {
+			impossible = append(impossible, c)
+		} else {
+			cases = append(cases, c)
 		}
 	}
+	if len(impossible) != 1440 {
+		t.Errorf("%d combinations with more queries than keys, want 1440", len(impossible))
+	}
+	fas := map[variant]*FlashAttn{}
+	for _, c := range impossible {
+		fa := fas[c.variant]
+		if fa == nil {
+			var err error
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits}}); err != nil {
+				t.Fatal(err)
+			}
+			defer fa.Close()
+			fas[c.variant] = fa
+		}
+		sh := Shape{Queries: c.queries, Heads: c.heads(), KVHeads: c.kvHeads, HeadDim: c.dim, Context: c.kv, Mask: c.mask}
+		if p, err := fa.Plan(sh); err == nil {
+			t.Errorf("%v: the plan accepts %d queries over %d keys (%v): run it", c, c.queries, c.kv, p)
+		}
+	}
+
+	var (
+		mu               sync.Mutex
+		compared, failed int
+		worst            float64
+		worstCase        tc
+	)
+	start := time.Now()
+	refs := references(cases)
+	t.Run("waves", func(t *testing.T) {
+		for i, w := range axisWave {
+			var mine []tc
+			for _, c := range cases {
+				if c.wave == w {
+					mine = append(mine, c)
+				}
+			}
+			t.Run(fmt.Sprintf("w%d", w), func(t *testing.T) {
+				t.Parallel()
+				dev := d
+				if i > 0 {
+					dev = vktest.Open(t)
+				}
+				runCases(t, dev, mine, refs, nil, func(r result) {
+					e, err := r.check()
+					mu.Lock()
+					defer mu.Unlock()
+					compared++
+					if err != nil {
+						failed++
+						if failed <= 20 {
+							t.Errorf("%v: %v", r.c, err)
+						}
+					} else if e > worst {
+						worst, worstCase = e, r.c
+					}
+				})
+			})
+		}
+	})
+	if failed > 20 {
+		t.Errorf("... %d failures in all", failed)
+	}
+	if compared != len(cases) {
+		t.Errorf("compared %d of %d cases", compared, len(cases))
+	}
+	t.Logf("%d combinations: %d compared in %v, %d failed, worst relative error %.2e (%v); %d impossible (more queries than keys), each rejected by the plan",
+		len(all), compared, time.Since(start).Round(time.Millisecond), failed, worst, worstCase, len(impossible))
+}
+
+// TestFlashAttnCatchesCorruption shows that the comparison TestFlashAttn
+// runs reads every value of every case: one output value, at a random place
+// in each case's output, is moved by 0.5 on the device after the run, and
+// every case must then fail; in one small case, each value in turn.
+func TestFlashAttnCatchesCorruption(t *testing.T) {
+	d := setup(t)
+	var cases []tc
+	in := inputs{dim: 80, gqa: 4, kvHeads: 1, kv: 255, queries: 16, mask: true}
+	for _, br := range axisBr {
+		for _, w := range axisWave {
+			for _, s := range axisSplits {
+				cases = append(cases, tc{in, variant{br, w, s}})
+			}
+		}
+	}
+	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3}})
+	r := rand.New(rand.NewPCG(7, 7))
+	tamper := func(i int, c tc, out vk.Binding) error {
+		at := out.Off + 4*int64(r.IntN(c.queries*c.heads()*c.dim))
+		v := make([]float32, 1)
+		if err := out.Buf.ReadF32(at, v); err != nil {
+			return err
+		}
+		return out.Buf.WriteF32(at, []float32{v[0] + 0.5}) // outputs lie in [-1, 1]
+	}
+	caught := 0
+	runCases(t, d, cases, nil, tamper, func(r result) {
+		if r.err != nil {
+			t.Errorf("%v: %v", r.c, r.err)
+			return
+		}
+		if _, err := r.check(); err == nil {
+			t.Errorf("%v: a corrupted output value passes", r.c)
+		} else {
+			caught++
+		}
+	})
+	if caught != len(cases) {
+		t.Errorf("caught %d of %d corrupted cases", caught, len(cases))
+	}
+
+	// Every position of one output: the comparison covers all of them.
+	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1}}
+	runCases(t, d, []tc{small}, nil, nil, func(r result) {
+		if _, err := r.check(); err != nil {
+			t.Fatalf("%v: %v", r.c, err)
+		}
+		for i := range r.got {
+			keep := r.got[i]
+			r.got[i] += 0.5
+			if _, err := r.check(); err == nil {
+				t.Errorf("%v: output value %d off by 0.5 passes", r.c, i)
+			}
+			r.got[i] = keep
+		}
+	})
+}
+
+// TestFlashAttnTeeth shows the 1e-3 bound catches near misses: the kernel's
+// output measured against a reference whose causal limit is one key later,
+// or that ignores the mask, fails.
+func TestFlashAttnTeeth(t *testing.T) {
+	d := setup(t)
+	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1}}
+	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1}}
+	runCases(t, d, []tc{causal, masked}, nil, nil, func(r result) {
+		if _, err := r.check(); err != nil {
+			t.Fatalf("%v: %v", r.c, err)
+		}
+		p := problem(r.c.inputs)
+		if r.c == causal {
+			p.Pos++ // one more key per row: append a KV row for it
+			p.K = append(p.K, p.K[:r.c.kvHeads*r.c.dim]...)
+			p.V = append(p.V, p.V[:r.c.kvHeads*r.c.dim]...)
+		} else {
+			p.Mask = nil
+		}
+		wrong, err := attention.Reference(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := attention.RelErr(r.got, wrong, r.c.dim); e < 1e-3 {
+			t.Errorf("%v: a wrong reference passes (rel err %.2e)", r.c, e)
+		}
+	})
+}
+
+// TestFlashAttnPastContext runs batches whose positions run past the cache
+// at a position past 0 (the full product's run from 0): the kernel must
+// attend over the keys the cache holds and read nothing beyond it (the rows
+// past it are NaN, so a read would show).
+func TestFlashAttnPastContext(t *testing.T) {
+	in := inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 90, queries: 16, past: 10}
+	expect(t, []tc{{in, variant{8, 32, 1}}, {in, variant{8, 32, 3}}})
+}
+
+// TestFlashAttnKVHeads runs problems with several KV heads, which the full
+// product (one KV head) leaves out: the head-group dimension of the grid
+// and each KV head's offset in the cache rows.
+func TestFlashAttnKVHeads(t *testing.T) {
+	var cases []tc
+	for _, in := range []inputs{
+		{dim: 128, gqa: 4, kvHeads: 3, kv: 255, queries: 1},
+		{dim: 80, gqa: 8, kvHeads: 2, kv: 1000, queries: 16, mask: true},
+		{dim: 256, gqa: 1, kvHeads: 2, kv: 100, queries: 100},
+	} {
+		for _, br := range axisBr {
+			for _, s := range axisSplits {
+				cases = append(cases, tc{in, variant{br, 32, s}}, tc{in, variant{br, 64, s}})
+			}
+		}
+	}
+	expect(t, cases)
 }
 
 // TestFlashAttnManySplits merges many splits, up to attention.MaxSplits,
 // where each lane of the reduce pass sums several of them, most of them
 // empty at the shorter lengths.
 func TestFlashAttnManySplits(t *testing.T) {
-	d := setup(t)
-	for _, c := range []struct {
-		tc
-		splits int
-	}{
-		{tc{br: 1, wave: 32, dim: 80, gqa: 4, kv: 4097, queries: 1}, 40},
-		{tc{br: 1, wave: 64, dim: 128, gqa: 8, kv: 1000, queries: 1}, attention.MaxSplits},
-		{tc{br: 8, wave: 32, dim: 256, gqa: 1, kv: 255, queries: 7, mask: true}, attention.MaxSplits},
-	} {
-		got, want, p := runSplitCase(t, d, c.tc, c.splits)
-		if e := attention.RelErr(got, want, c.dim); e >= 1e-3 {
-			t.Errorf("%v, %d splits: relative error %.3e (%v)", c.tc, c.splits, e, p)
+	expect(t, []tc{
+		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40}},
+		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits}},
+		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits}},
+	})
+}
+
+// expect runs cases and fails on any that misses the bound.
+func expect(t *testing.T, cases []tc) {
+	t.Helper()
+	n := 0
+	runCases(t, setup(t), cases, nil, nil, func(r result) {
+		n++
+		if _, err := r.check(); err != nil {
+			t.Errorf("%v: %v", r.c, err)
 		}
+	})
+	if n != len(cases) {
+		t.Errorf("compared %d of %d cases", n, len(cases))
 	}
 }
 
-const kvHeads = 2 // two KV heads, so the head-group dimension of the grid is exercised
-
-// problem builds the inputs of a case, deterministically from its shape:
-// Q ~ U(-2, 2) (peaked enough that a misplaced max shows), K, V ~ U(-1, 1)
-// rounded to f16.
-func problem(c tc, short int) attention.Problem {
-	r := rand.New(rand.NewPCG(uint64(c.dim*131+c.gqa*17+c.kv), uint64(c.queries)))
-	heads := c.gqa * kvHeads
-	p := attention.Problem{Queries: c.queries, Heads: heads, KVHeads: kvHeads, HeadDim: c.dim,
-		Pos: c.kv - c.queries, Scale: 1 / math.Sqrt(float64(c.dim))}
-	p.Q = make([]float32, c.queries*heads*c.dim)
+// problem builds the inputs of a problem as the reference sees them,
+// deterministically from its shape: Q ~ U(-2, 2) (peaked enough that a
+// misplaced max shows), K, V ~ U(-1, 1) rounded to f16, for kv+past
+// positions. Keys past the cache (past > 0) are masked out, so their
+// values (0) never count.
+func problem(in inputs) attention.Problem {
+	r := rand.New(rand.NewPCG(uint64(in.dim*131+in.gqa*17+in.kv+in.kvHeads<<20), uint64(in.queries)))
+	heads, end := in.heads(), in.kv+in.past
+	p := attention.Problem{Queries: in.queries, Heads: heads, KVHeads: in.kvHeads, HeadDim: in.dim,
+		Pos: in.pos(), Scale: 1 / math.Sqrt(float64(in.dim))}
+	p.Q = make([]float32, in.queries*heads*in.dim)
 	for i := range p.Q {
 		p.Q[i] = float32(4*r.Float64() - 2)
 	}
-	n := c.kv * kvHeads * c.dim
-	p.K, p.V = make([]uint16, n), make([]uint16, n)
-	for i := range p.K {
+	kvd := in.kvHeads * in.dim
+	p.K, p.V = make([]uint16, end*kvd), make([]uint16, end*kvd)
+	for i := range in.kv * kvd {
 		p.K[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
 		p.V[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
 	}
-	if c.mask {
-		p.MaskStride = c.kv
-		p.Mask = maskFor(c, c.kv, rand.New(rand.NewPCG(uint64(c.kv), 2)))
+	if in.mask || in.past > 0 {
+		p.MaskStride = end
+		p.Mask = make([]float32, in.queries*end)
 	}
-	if short > 0 {
-		// The cache holds only kv-short rows: the reference sees the rest
-		// masked out.
-		ctx := c.kv - short
-		if p.Mask == nil {
-			p.MaskStride = c.kv
-			p.Mask = make([]float32, c.queries*c.kv)
-		}
-		for i := 0; i < c.queries; i++ {
-			for j := ctx; j < c.kv; j++ {
-				p.Mask[i*p.MaskStride+j] = float32(math.Inf(-1))
-			}
+	if in.mask {
+		maskFor(p.Mask, in.queries, end, rand.New(rand.NewPCG(uint64(in.kv), 2)))
+	}
+	for i := 0; in.past > 0 && i < in.queries; i++ {
+		for j := in.kv; j < end; j++ {
+			p.Mask[i*end+j] = float32(math.Inf(-1))
 		}
 	}
 	return p
 }
 
-// maskFor is a random additive mask in f16-exact values: U(-2, 2) with 20%
-// -Inf, the second tile of keys fully masked for every query (so tile
-// skipping runs), and query row 1 fully masked (its output must be 0).
-func maskFor(c tc, stride int, r *rand.Rand) []float32 {
-	m := make([]float32, c.queries*stride)
+// maskFor fills m [queries][stride] with a random additive mask in
+// f16-exact values: U(-2, 2) with 20% -Inf, the second tile of keys fully
+// masked for every query (so tile skipping runs), and query row 1 fully
+// masked (its output must be 0).
+func maskFor(m []float32, queries, stride int, r *rand.Rand) {
 	for i := range m {
 		if r.IntN(5) == 0 {
 			m[i] = float32(math.Inf(-1))
@@ -269,7 +420,7 @@ func maskFor(c tc, stride int, r *rand.Rand) []float32 {
 			m[i] = float16.Fromfloat32(float32(4*r.Float64() - 2)).Float32()
 		}
 	}
-	for i := 0; i < c.queries; i++ {
+	for i := 0; i < queries; i++ {
 		for j := 32; j < min(64, stride); j++ {
 			m[i*stride+j] = float32(math.Inf(-1))
 		}
@@ -279,129 +430,319 @@ func maskFor(c tc, stride int, r *rand.Rand) []float32 {
 			}
 		}
 	}
-	return m
 }
 
-// refs caches references: the float64 attention is the slow part at long
-// KV, and a reference does not depend on Br, W or split-k.
-var (
-	refMu sync.Mutex
-	refs  = map[string][]float64{}
-)
-
-func reference(t testing.TB, c tc, short int, p attention.Problem) []float64 {
-	key := fmt.Sprint(c.dim, c.gqa, c.kv, c.queries, c.mask, short)
-	refMu.Lock()
-	defer refMu.Unlock()
-	if r, ok := refs[key]; ok {
-		return r
-	}
-	r, err := attention.Reference(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refs[key] = r
-	return r
+// result is one case's output beside its reference.
+type result struct {
+	c    tc
+	plan attention.Plan
+	got  []float32
+	want []float64
+	err  error // the case could not be planned, recorded or referenced
 }
 
-// runCase runs case c, with 3 splits when c.split (a count that divides none
-// of the KV lengths: uneven and empty splits). With short > 0 the cache
-// holds kv-short rows while the batch still ends at position kv-1.
-func runCase(t testing.TB, d *vk.Device, c tc, short int) ([]float32, []float64, attention.Plan) {
-	t.Helper()
-	splits := 1
-	if c.split {
-		splits = 3
+// check compares every output value with the reference (attention.RelErr:
+// any NaN, or a missing value, fails) and returns the relative error.
+func (r result) check() (float64, error) {
+	if r.err != nil {
+		return 0, r.err
 	}
-	return run(t, d, c, short, splits)
+	if r.plan.Br != r.c.br || r.plan.Splits != r.c.splits || r.plan.Wave.W != r.c.wave {
+		return 0, fmt.Errorf("plan %v does not honour Br %d, splits %d, wave %d", r.plan, r.c.br, r.c.splits, r.c.wave)
+	}
+	if n := r.c.queries * r.c.heads() * r.c.dim; len(r.got) != n || len(r.want) != n {
+		return 0, fmt.Errorf("%d outputs and %d reference values, want %d", len(r.got), len(r.want), n)
+	}
+	e := attention.RelErr(r.got, r.want, r.c.dim)
+	if !(e < 1e-3) {
+		return e, fmt.Errorf("relative error %.3e >= 1e-3 (%v)", e, r.plan)
+	}
+	return e, nil
 }
 
-// runSplitCase runs case c with the given number of splits.
-func runSplitCase(t testing.TB, d *vk.Device, c tc, splits int) ([]float32, []float64, attention.Plan) {
-	t.Helper()
-	c.split = splits > 1
-	return run(t, d, c, 0, splits)
+// A problem's reference, computed once for all its cases.
+type refJob struct {
+	in    inputs
+	want  []float64
+	err   error
+	done  chan struct{}
+	users atomic.Int64 // cases yet to compare with it; at 0 it is dropped
 }
 
-// run runs a case on the GPU and returns its output, the reference and the
-// plan used.
-func run(t testing.TB, d *vk.Device, c tc, short, splits int) ([]float32, []float64, attention.Plan) {
-	t.Helper()
-	p := problem(c, short)
-	want := reference(t, c, short, p)
-	fa, err := New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: splits}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fa.Close()
-	ctx := c.kv - short
-	sh := Shape{Queries: c.queries, Heads: p.Heads, KVHeads: kvHeads, HeadDim: c.dim,
-		Context: ctx + 5, Scale: float32(p.Scale), Mask: c.mask}
-	if short > 0 {
-		sh.Context = ctx
-	}
-	plan, err := fa.Plan(sh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plan.Br != c.br || plan.Splits != splits || plan.Wave.W != c.wave {
-		t.Fatalf("plan %v does not honour Br %d, splits %d, wave %d", plan, c.br, splits, c.wave)
-	}
-
-	// Cache rows past the KV length (and mask entries past it) hold NaN: a
-	// kernel that reads them poisons its output.
-	kvd := kvHeads * c.dim
-	nan := float16.Fromfloat32(float32(math.NaN())).Bits()
-	cacheK := make([]uint16, sh.Context*kvd)
-	cacheV := make([]uint16, sh.Context*kvd)
-	for i := range cacheK {
-		cacheK[i], cacheV[i] = nan, nan
-	}
-	copy(cacheK, p.K[:min(len(p.K), len(cacheK))])
-	copy(cacheV, p.V[:min(len(p.V), len(cacheV))])
-
-	q := buffer(t, d, f32Bytes(p.Q))
-	k := buffer(t, d, u16Bytes(cacheK))
-	v := buffer(t, d, u16Bytes(cacheV))
-	outBytes := int64(4 * len(p.Q))
-	out := buffer(t, d, make([]byte, outBytes))
-	step := buffer(t, d, binary.LittleEndian.AppendUint32(nil, uint32(p.Pos)))
-	io := IO{Q: whole(q), K: whole(k), V: whole(v), Out: whole(out), Step: whole(step)}
-	if c.mask {
-		m := make([]uint16, c.queries*sh.Context)
-		for i := range m {
-			m[i] = nan
+// references starts computing the float64 references of the problems of
+// cases, in order of first use, on every CPU beside the device work.
+func references(cases []tc) map[inputs]*refJob {
+	jobs := map[inputs]*refJob{}
+	var order []*refJob
+	for _, c := range cases {
+		j := jobs[c.inputs]
+		if j == nil {
+			j = &refJob{in: c.inputs, done: make(chan struct{})}
+			jobs[c.inputs] = j
+			order = append(order, j)
 		}
-		for i := 0; i < c.queries; i++ {
-			for j := 0; j < min(ctx, c.kv); j++ {
-				m[i*sh.Context+j] = float16.Fromfloat32(p.Mask[i*p.MaskStride+j]).Bits()
+		j.users.Add(1)
+	}
+	next := make(chan *refJob, len(order))
+	for _, j := range order {
+		next <- j
+	}
+	close(next)
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			for j := range next {
+				j.want, j.err = attention.Reference(problem(j.in))
+				close(j.done)
+			}
+		}()
+	}
+	return jobs
+}
+
+// The batch budget: the inputs and the outputs (with split partials) of
+// the problems one sequence holds. Whole problems go in a batch, so one may
+// exceed it alone.
+const batchBytes = 32 << 20
+
+// align is the offset of every sub-allocation: each device accepts a
+// storage binding there (minStorageBufferOffsetAlignment is at most 256).
+const align = 256
+
+func alignUp(n int64) int64 { return (n + align - 1) &^ (align - 1) }
+
+// planned is a case with its place in the batch buffers.
+type planned struct {
+	tc
+	job     *refJob
+	fa      *FlashAttn
+	sh      Shape
+	plan    attention.Plan
+	err     error
+	in      int64 // offset of its problem's inputs in the input buffer
+	out     int64 // offset of its output in the output buffer
+	outN    int64
+	scratch int64 // offset of its split partials, after the output
+	scrN    int64
+}
+
+// runCases runs cases on d and calls each with every case's result, in
+// order. Cases with equal inputs that follow one another share one upload;
+// all cases with equal inputs share one reference, from refs (nil: computed
+// here), which may serve several runCases at once. The cases go into a few
+// sequences over two buffers (inputs, outputs) allocated once: each
+// sequence holds whole problems up to batchBytes, runs with one submit, and
+// its outputs are read back together. Outputs and split partials start as
+// NaN, so a value the kernel does not write fails the comparison. tamper,
+// when not nil, runs after each submit, before the read-back, with each
+// case's output binding (it may overwrite values there).
+func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, tamper func(i int, c tc, out vk.Binding) error, each func(result)) {
+	t.Helper()
+	if refs == nil {
+		refs = references(cases)
+	}
+
+	// One FlashAttn per geometry; pipelines are memoised in each.
+	fas := map[variant]*FlashAttn{}
+	defer func() {
+		for _, fa := range fas {
+			fa.Close()
+		}
+	}()
+	ps := make([]planned, len(cases))
+	for i, c := range cases {
+		p := &ps[i]
+		p.tc, p.job = c, refs[c.inputs]
+		fa := fas[c.variant]
+		if fa == nil {
+			var err error
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits}}); err != nil {
+				t.Fatalf("%v: %v", c, err)
+			}
+			fas[c.variant] = fa
+		}
+		p.fa = fa
+		p.sh = Shape{Queries: c.queries, Heads: c.heads(), KVHeads: c.kvHeads, HeadDim: c.dim,
+			Context: c.context(), Scale: float32(1 / math.Sqrt(float64(c.dim))), Mask: c.mask}
+		if p.plan, p.err = fa.Plan(p.sh); p.err == nil {
+			p.scrN, p.err = fa.ScratchBytes(p.sh)
+		}
+		p.outN = 4 * int64(c.queries*c.heads()*c.dim)
+	}
+
+	// Batches of whole problems up to batchBytes, and the buffer sizes they
+	// need. A problem's inputs sit at in, its cases' outputs (each followed
+	// by its split partials) from out on.
+	type batch struct {
+		lo, hi  int // cases [lo, hi)
+		in, out int64
+	}
+	var batches []batch
+	var inMax, outMax int64
+	for lo := 0; lo < len(ps); {
+		hi := lo + 1
+		for hi < len(ps) && ps[hi].inputs == ps[lo].inputs {
+			hi++
+		}
+		inN := alignUp(inputBytes(ps[lo].inputs))
+		var outN int64
+		for i := lo; i < hi; i++ {
+			outN += alignUp(ps[i].outN) + alignUp(ps[i].scrN)
+		}
+		if n := len(batches); n == 0 || batches[n-1].in+batches[n-1].out+inN+outN > batchBytes {
+			batches = append(batches, batch{lo: lo})
+		}
+		b := &batches[len(batches)-1]
+		for i := lo; i < hi; i++ {
+			p := &ps[i]
+			p.in, p.out = b.in, b.out
+			p.scratch = p.out + alignUp(p.outN)
+			b.out = p.scratch + alignUp(p.scrN)
+		}
+		b.in += inN
+		b.hi = hi
+		inMax, outMax = max(inMax, b.in), max(outMax, b.out)
+		lo = hi
+	}
+	inBuf, err := d.NewBuffer(inMax, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inBuf.Free()
+	outBuf, err := d.NewBuffer(outMax, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outBuf.Free()
+	nan := nanBytes(outMax)
+
+	for _, b := range batches {
+		// Upload the batch's problems and poison its outputs.
+		in := make([]byte, b.in)
+		for i := b.lo; i < b.hi; i++ {
+			if i == b.lo || ps[i].inputs != ps[i-1].inputs {
+				copy(in[ps[i].in:], inputData(ps[i].inputs))
 			}
 		}
-		io.Mask = whole(buffer(t, d, u16Bytes(m)))
-	}
-	if n, err := fa.ScratchBytes(sh); err != nil {
-		t.Fatal(err)
-	} else if n > 0 {
-		// Poison the partials too: every split must write its rows.
-		io.Scratch = whole(buffer(t, d, nanBytes(n)))
-	}
+		if err := inBuf.Write(0, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := outBuf.Write(0, nan[:b.out]); err != nil {
+			t.Fatal(err)
+		}
 
-	s := d.NewSequence()
-	defer s.Free()
-	if err := fa.Record(s, io, sh); err != nil {
-		t.Fatal(err)
+		s := d.NewSequence()
+		for i := b.lo; i < b.hi; i++ {
+			p := &ps[i]
+			if p.err == nil {
+				p.err = p.fa.Record(s, p.io(inBuf, outBuf), p.sh)
+			}
+		}
+		if err := s.End(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		s.Free()
+		for i := b.lo; tamper != nil && i < b.hi; i++ {
+			if err := tamper(i, ps[i].tc, ps[i].io(inBuf, outBuf).Out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := make([]float32, b.out/4)
+		if err := outBuf.ReadF32(0, out); err != nil {
+			t.Fatal(err)
+		}
+		for i := b.lo; i < b.hi; i++ {
+			p := &ps[i]
+			<-p.job.done
+			r := result{c: p.tc, plan: p.plan, err: p.err, want: p.job.want,
+				got: out[p.out/4 : (p.out+p.outN)/4]}
+			if r.err == nil {
+				r.err = p.job.err
+			}
+			each(r)
+			if p.job.users.Add(-1) == 0 {
+				p.job.want = nil // every case has compared: let it go
+			}
+		}
 	}
-	if err := s.End(); err != nil {
-		t.Fatal(err)
+}
+
+// The input layout of a problem: q f32 [queries][heads·dim]; the K and V
+// caches f16 [kv+nanRows][kvHeads·dim], rows from kv on NaN; the mask f16
+// [queries][context], entries from key kv on NaN; the step (pos).
+func (in inputs) layout() (q, k, v, mask, step, end int64) {
+	kvBytes := alignUp(2 * int64((in.kv+nanRows)*in.kvHeads*in.dim))
+	q = 0
+	k = alignUp(4 * int64(in.queries*in.heads()*in.dim))
+	v = k + kvBytes
+	mask = v + kvBytes
+	step = mask
+	if in.mask {
+		step += alignUp(2 * int64(in.queries*in.context()))
 	}
-	if err := s.Run(); err != nil {
-		t.Fatal(err)
+	return q, k, v, mask, step, step + 4
+}
+
+func inputBytes(in inputs) int64 {
+	_, _, _, _, _, end := in.layout()
+	return end
+}
+
+// inputData encodes a problem's inputs in its layout.
+func inputData(in inputs) []byte {
+	p := problem(in)
+	q, k, v, mask, step, end := in.layout()
+	b := make([]byte, end)
+	for i, x := range p.Q {
+		binary.LittleEndian.PutUint32(b[q+4*int64(i):], math.Float32bits(x))
 	}
-	got := make([]float32, len(p.Q))
-	if err := out.ReadF32(0, got); err != nil {
-		t.Fatal(err)
+	nan := float16.Fromfloat32(float32(math.NaN())).Bits()
+	kvd := in.kvHeads * in.dim
+	for i := range (in.kv + nanRows) * kvd {
+		kh, vh := nan, nan
+		if i < in.kv*kvd {
+			kh, vh = p.K[i], p.V[i]
+		}
+		binary.LittleEndian.PutUint16(b[k+2*int64(i):], kh)
+		binary.LittleEndian.PutUint16(b[v+2*int64(i):], vh)
 	}
-	return got, want, plan
+	if in.mask {
+		ctx := in.context()
+		for i := range in.queries {
+			for j := range ctx {
+				h := nan
+				if j < in.kv {
+					h = float16.Fromfloat32(p.Mask[i*p.MaskStride+j]).Bits()
+				}
+				binary.LittleEndian.PutUint16(b[mask+2*int64(i*ctx+j):], h)
+			}
+		}
+	}
+	binary.LittleEndian.PutUint32(b[step:], uint32(p.Pos))
+	return b
+}
+
+// io binds a case's regions of the batch buffers.
+func (p *planned) io(in, out *vk.Buffer) IO {
+	q, k, v, mask, step, _ := p.inputs.layout()
+	bind := func(b *vk.Buffer, off, size int64) vk.Binding { return vk.Binding{Buf: b, Off: off, Size: size} }
+	kvd := int64(p.kvHeads * p.dim)
+	io := IO{
+		Q:    bind(in, p.in+q, p.outN),
+		K:    bind(in, p.in+k, 2*int64(p.context())*kvd),
+		V:    bind(in, p.in+v, 2*int64(p.context())*kvd),
+		Step: bind(in, p.in+step, 4),
+		Out:  bind(out, p.out, p.outN),
+	}
+	if p.mask {
+		io.Mask = bind(in, p.in+mask, (2*int64(p.queries*p.context())+3)&^3)
+	}
+	if p.scrN > 0 {
+		io.Scratch = bind(out, p.scratch, p.scrN)
+	}
+	return io
 }
 
 func buffer(t testing.TB, d *vk.Device, data []byte) *vk.Buffer {
