@@ -63,10 +63,10 @@ const uint ESIZE = QTYPE == T_F32 ? 4u : 2u; // bytes per value of float rows
 // into the top of the mantissa of 1.0 with one shift and one and-or, where
 // a conversion would cost a quarter-rate instruction (NVIDIA) or a subtract
 // more. The map of each group absorbs the offset: sum q*x = 2^NB * (sum f*x
-// - sum x), and since f lies in [1, 2) no precision is lost to it.
-// Each product f*x then carries 24 - NB significant bits of q*x, far
-// finer than the quantization; for Q8_0 that would be 16, so Q8_0 (like
-// the float types) converts exactly instead (MANT false).
+// - sum x). The leading 1 costs each product f*x NB of its 24 significant
+// bits of q*x, still far finer than the quantization; for Q8_0 only 16
+// would be left, so Q8_0 (like the float types) converts exactly instead
+// (MANT false).
 const bool MANT = !QFLOAT && QTYPE != T_Q8_0;
 const uint NB = QTYPE == T_Q6_K ? 6u : (QTYPE == T_Q5_K ? 5u : 4u);
 
