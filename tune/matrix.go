@@ -40,37 +40,6 @@ var (
 		{BM: 64, BN: 32, TM: 4, TN: 2}, {BM: 32, BN: 64, TM: 2, TN: 4}, {BM: 16, BN: 64, TM: 2, TN: 8},
 		{BM: 64, BN: 16, TM: 8, TN: 2}, {BM: 128, BN: 64, TM: 8, TN: 4}, {BM: 64, BN: 128, TM: 4, TN: 8},
 	}
-	// wideTiles fit 48 KiB (NVIDIA, Intel) with K-quant weights; few fit 32
-	// KiB. The more values an invocation's micro-tile holds, the fewer
-	// shared-memory bytes and f16 conversions each FMA costs (a TM x TN
-	// micro-tile reads TM + TN values per k for TM*TN FMAs); f16
-	// activations (X16) or chunks of 16 values of k (KB) make room for
-	// wider tiles, f32 weight tiles (BM 32) need no weight conversions. A
-	// 64-row f16 weight tile of K-quants is 33 KiB, so BM stops at 80 (a
-	// 128-row one, 66 KiB, fits no device we know). vk/kernels' TestMatMul
-	// runs these too (wideTestTiles): keep the lists in step.
-	wideTiles = []kernels.Tile{
-		{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true},
-		{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true, KB: 64},
-		{BM: 64, BN: 64, TM: 8, TN: 8, F16: true},
-		{BM: 64, BN: 64, TM: 8, TN: 8, F16: true, X16: true},
-		{BM: 64, BN: 64, TM: 4, TN: 8, F16: true},
-		{BM: 64, BN: 64, TM: 8, TN: 4, F16: true},
-		{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
-		{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, KB: 16},
-		{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, X16: true},
-		{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, KB: 16},
-		{BM: 64, BN: 128, TM: 8, TN: 4, F16: true, X16: true},
-		{BM: 64, BN: 256, TM: 8, TN: 16, F16: true, X16: true, KB: 16},
-		{BM: 64, BN: 256, TM: 8, TN: 8, F16: true, X16: true, KB: 16},
-		{BM: 80, BN: 128, TM: 10, TN: 8, F16: true, X16: true, KB: 16},
-		{BM: 32, BN: 64, TM: 4, TN: 8},
-		{BM: 32, BN: 128, TM: 4, TN: 8, X16: true},
-		{BM: 32, BN: 128, TM: 4, TN: 8, KB: 16},
-		{BM: 32, BN: 256, TM: 4, TN: 16, X16: true, KB: 16},
-		{BM: 32, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
-		{BM: 32, BN: 256, TM: 4, TN: 16, F16: true, X16: true},
-	}
 	quickTiles = []kernels.Tile{
 		{BM: 16, BN: 16, TM: 1, TN: 1}, {BM: 8, BN: 32, TM: 1, TN: 1}, {BM: 32, BN: 8, TM: 1, TN: 1},
 		{BM: 13, BN: 13, TM: 1, TN: 1}, {BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
@@ -90,7 +59,7 @@ func defaultTiles(quick bool) []kernels.Tile {
 		f.F16 = true
 		out = append(out, t, f)
 	}
-	return append(out, wideTiles...)
+	return append(out, kernels.WideTiles...)
 }
 
 func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {

@@ -34,3 +34,35 @@ func Defaults(sharedMemory, invocations int) (MatVecShape, Tile) {
 	}
 	return mv, defaultTiles[len(defaultTiles)-1]
 }
+
+// WideTiles are the large-micro-tile candidates a tuning sweep tries beyond
+// the plain ones (tune's defaultTiles) and TestMatMul checks: they fit 48
+// KiB (NVIDIA, Intel) with K-quant weights; few fit 32 KiB. The more values
+// an invocation's micro-tile holds, the fewer shared-memory bytes and f16
+// conversions each FMA costs (a TM x TN micro-tile reads TM + TN values per
+// k for TM*TN FMAs); f16 activations (X16) or chunks of 16 values of k (KB)
+// make room for wider tiles, f32 weight tiles (BM 32) need no weight
+// conversions. A 64-row f16 weight tile of K-quants is 33 KiB, so BM stops
+// at 80 (a 128-row one, 66 KiB, fits no device we know).
+var WideTiles = []Tile{
+	{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true},
+	{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true, KB: 64},
+	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true},
+	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 64, TM: 4, TN: 8, F16: true},
+	{BM: 64, BN: 64, TM: 8, TN: 4, F16: true},
+	{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, KB: 16},
+	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, X16: true},
+	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, KB: 16},
+	{BM: 64, BN: 128, TM: 8, TN: 4, F16: true, X16: true},
+	{BM: 64, BN: 256, TM: 8, TN: 16, F16: true, X16: true, KB: 16},
+	{BM: 64, BN: 256, TM: 8, TN: 8, F16: true, X16: true, KB: 16},
+	{BM: 80, BN: 128, TM: 10, TN: 8, F16: true, X16: true, KB: 16},
+	{BM: 32, BN: 64, TM: 4, TN: 8},
+	{BM: 32, BN: 128, TM: 4, TN: 8, X16: true},
+	{BM: 32, BN: 128, TM: 4, TN: 8, KB: 16},
+	{BM: 32, BN: 256, TM: 4, TN: 16, X16: true, KB: 16},
+	{BM: 32, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
+	{BM: 32, BN: 256, TM: 4, TN: 16, F16: true, X16: true},
+}

@@ -222,37 +222,16 @@ func TestMatMul(t *testing.T) {
 }
 
 // wideTestTiles are the tiles with big micro-tiles, f16 activations or
-// other activation chunks that TestMatMul runs: tune's defaultTiles beyond
-// the plain and micro tiles (keep the two lists in step), then smaller
+// other activation chunks that TestMatMul runs: WideTiles, then smaller
 // tiles with the same options for K-quant weights on 32 KiB devices.
-var wideTestTiles = []Tile{
-	{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true},
-	{BM: 64, BN: 64, TM: 4, TN: 4, F16: true, X16: true, KB: 64},
-	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true},
-	{BM: 64, BN: 64, TM: 8, TN: 8, F16: true, X16: true},
-	{BM: 64, BN: 64, TM: 4, TN: 8, F16: true},
-	{BM: 64, BN: 64, TM: 8, TN: 4, F16: true},
-	{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
-	{BM: 64, BN: 128, TM: 4, TN: 8, F16: true, KB: 16},
-	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, X16: true},
-	{BM: 64, BN: 128, TM: 8, TN: 8, F16: true, KB: 16},
-	{BM: 64, BN: 128, TM: 8, TN: 4, F16: true, X16: true},
-	{BM: 64, BN: 256, TM: 8, TN: 16, F16: true, X16: true, KB: 16},
-	{BM: 64, BN: 256, TM: 8, TN: 8, F16: true, X16: true, KB: 16},
-	{BM: 80, BN: 128, TM: 10, TN: 8, F16: true, X16: true, KB: 16},
-	{BM: 32, BN: 64, TM: 4, TN: 8},
-	{BM: 32, BN: 128, TM: 4, TN: 8, X16: true},
-	{BM: 32, BN: 128, TM: 4, TN: 8, KB: 16},
-	{BM: 32, BN: 256, TM: 4, TN: 16, X16: true, KB: 16},
-	{BM: 32, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
-	{BM: 32, BN: 256, TM: 4, TN: 16, F16: true, X16: true},
+var wideTestTiles = append(append([]Tile{}, WideTiles...),
 	// For K-quants on 32 KiB devices: f16 activations with chunks of 64,
 	// an f32 weight tile with f16 activations, a non-power-of-two
 	// micro-tile with chunks of 16.
-	{BM: 32, BN: 64, TM: 4, TN: 8, F16: true, X16: true, KB: 64},
-	{BM: 16, BN: 256, TM: 2, TN: 16, X16: true, KB: 16},
-	{BM: 48, BN: 64, TM: 6, TN: 8, F16: true, KB: 16},
-}
+	Tile{BM: 32, BN: 64, TM: 4, TN: 8, F16: true, X16: true, KB: 64},
+	Tile{BM: 16, BN: 256, TM: 2, TN: 16, X16: true, KB: 16},
+	Tile{BM: 48, BN: 64, TM: 6, TN: 8, F16: true, KB: 16},
+)
 
 // testTile runs the tiled kernel on case c against the CPU reference.
 func testTile(t *testing.T, k *Kernels, qt quant.Type, c matCase, tile Tile) {
