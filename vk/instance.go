@@ -105,12 +105,17 @@ func instanceExtensions(layer string) (map[string]bool, error) {
 	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties(layer, &n, props))); err != nil {
 		return nil, err
 	}
-	have := make(map[string]bool, n)
-	for i := range props[:n] {
+	return extensionSet(props[:n]), nil
+}
+
+// extensionSet returns the names of props as a set.
+func extensionSet(props []vk.ExtensionProperties) map[string]bool {
+	have := make(map[string]bool, len(props))
+	for i := range props {
 		props[i].Deref()
 		have[vk.ToString(props[i].ExtensionName[:])] = true
 	}
-	return have, nil
+	return have
 }
 
 // newInstance creates an instance for the newest API version up to 1.3 that

@@ -149,12 +149,7 @@ func deviceExtensions(h vk.PhysicalDevice) (map[string]bool, error) {
 	if err := check("enumerating device extensions", int32(vk.EnumerateDeviceExtensionProperties(h, "", &n, props))); err != nil {
 		return nil, err
 	}
-	have := make(map[string]bool, n)
-	for i := range props[:n] {
-		props[i].Deref()
-		have[vk.ToString(props[i].ExtensionName[:])] = true
-	}
-	return have, nil
+	return extensionSet(props[:n]), nil
 }
 
 // chain links pNext structs in order and pins each, so the C side may follow

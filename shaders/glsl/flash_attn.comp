@@ -126,11 +126,12 @@ uvec4 load_v(uint e) {
 // kv2f returns the f16 pair w as floats scaled by 2^-112, with integer
 // operations only: moving the f16 exponent and mantissa into an f32 word
 // (same bits, exponent bias 15 instead of 127) is exact for every finite
-// value, where a conversion instruction runs at an eighth of the FMA rate
-// on NVIDIA and, two per K or V value, bound the kernel there. Q carries
-// the compensating 2^112 (KV_SCALE) into the scores, and the softmax
-// weights into O. (Drivers that flush f32 denormals lose only K/V values
-// below f16's smallest normal, 6e-5 in magnitude.)
+// value and spares the two conversion instructions per K or V value (a
+// fraction of the FMA rate on NVIDIA). On the H200 it did not change decode
+// time, which latency bounds (docs/ATTENTION.md). Q carries the
+// compensating 2^112 (KV_SCALE) into the scores, and the softmax weights
+// into O. (Drivers that flush f32 denormals lose only K/V values below
+// f16's smallest normal, 6e-5 in magnitude.)
 const float KV_SCALE = 5.192296858534828e33; // 2^112
 vec2 kv2f(uint w) {
     return uintBitsToFloat(uvec2(((w << 13) & 0x0FFFE000u) | ((w << 16) & 0x80000000u),

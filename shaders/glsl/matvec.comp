@@ -3,10 +3,10 @@
 // activation columns of decode, W in any dequant.glsl format.
 //
 // Decode reads every weight once, so this kernel must keep the memory busy
-// while spending as few instructions per weight as it can; measured on an
-// H200, a design that dequantized 16-value pieces with their activations
-// re-read per row was bound by instruction issue and L1 traffic at a quarter
-// of the copy bandwidth. Here:
+// while spending few instructions per weight. A design that dequantized
+// 16-value pieces, re-reading activations per row and scales per piece,
+// reached a quarter of the copy bandwidth on an H200; this one reaches about
+// a third (docs/KERNELS.md, which also says what is still unexplained). Here:
 //   - A row is cut into slices of 32 values. Lane l of the workgroup (WG
 //     lanes) takes UNROLL consecutive slices per step, the same slices of
 //     each of the workgroup's ROWS rows: it loads their activations into
