@@ -36,6 +36,7 @@ const (
 	stSubgroupSizeControlFeatures   = 1000225002
 	stMemoryBudgetProperties        = 1000237000
 	stIntegerDotProductFeatures     = 1000280000
+	stIntegerDotProductProperties   = 1000280001
 )
 
 // Sizes of the structs kept opaque; mirror_test.go checks them.
@@ -197,6 +198,43 @@ type physicalDeviceShaderIntegerDotProductFeatures struct {
 	sType                   uint32
 	pNext                   unsafe.Pointer
 	shaderIntegerDotProduct uint32
+}
+
+// physicalDeviceShaderIntegerDotProductProperties says which dot products
+// run as native instructions rather than emulated.
+type physicalDeviceShaderIntegerDotProductProperties struct {
+	sType                                                                         uint32
+	pNext                                                                         unsafe.Pointer
+	integerDotProduct8BitUnsignedAccelerated                                      uint32
+	integerDotProduct8BitSignedAccelerated                                        uint32
+	integerDotProduct8BitMixedSignednessAccelerated                               uint32
+	integerDotProduct4x8BitPackedUnsignedAccelerated                              uint32
+	integerDotProduct4x8BitPackedSignedAccelerated                                uint32
+	integerDotProduct4x8BitPackedMixedSignednessAccelerated                       uint32
+	integerDotProduct16BitUnsignedAccelerated                                     uint32
+	integerDotProduct16BitSignedAccelerated                                       uint32
+	integerDotProduct16BitMixedSignednessAccelerated                              uint32
+	integerDotProduct32BitUnsignedAccelerated                                     uint32
+	integerDotProduct32BitSignedAccelerated                                       uint32
+	integerDotProduct32BitMixedSignednessAccelerated                              uint32
+	integerDotProduct64BitUnsignedAccelerated                                     uint32
+	integerDotProduct64BitSignedAccelerated                                       uint32
+	integerDotProduct64BitMixedSignednessAccelerated                              uint32
+	integerDotProductAccumulatingSaturating8BitUnsignedAccelerated                uint32
+	integerDotProductAccumulatingSaturating8BitSignedAccelerated                  uint32
+	integerDotProductAccumulatingSaturating8BitMixedSignednessAccelerated         uint32
+	integerDotProductAccumulatingSaturating4x8BitPackedUnsignedAccelerated        uint32
+	integerDotProductAccumulatingSaturating4x8BitPackedSignedAccelerated          uint32
+	integerDotProductAccumulatingSaturating4x8BitPackedMixedSignednessAccelerated uint32
+	integerDotProductAccumulatingSaturating16BitUnsignedAccelerated               uint32
+	integerDotProductAccumulatingSaturating16BitSignedAccelerated                 uint32
+	integerDotProductAccumulatingSaturating16BitMixedSignednessAccelerated        uint32
+	integerDotProductAccumulatingSaturating32BitUnsignedAccelerated               uint32
+	integerDotProductAccumulatingSaturating32BitSignedAccelerated                 uint32
+	integerDotProductAccumulatingSaturating32BitMixedSignednessAccelerated        uint32
+	integerDotProductAccumulatingSaturating64BitUnsignedAccelerated               uint32
+	integerDotProductAccumulatingSaturating64BitSignedAccelerated                 uint32
+	integerDotProductAccumulatingSaturating64BitMixedSignednessAccelerated        uint32
 }
 
 type physicalDeviceShaderSubgroupExtendedTypesFeatures struct {

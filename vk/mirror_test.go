@@ -30,6 +30,7 @@ func TestMirrorLayouts(t *testing.T) {
 		"VkPhysicalDeviceShaderFloat16Int8Features":           reflect.TypeFor[physicalDeviceShaderFloat16Int8Features](),
 		"VkPhysicalDeviceSubgroupSizeControlFeatures":         reflect.TypeFor[physicalDeviceSubgroupSizeControlFeatures](),
 		"VkPhysicalDeviceShaderIntegerDotProductFeatures":     reflect.TypeFor[physicalDeviceShaderIntegerDotProductFeatures](),
+		"VkPhysicalDeviceShaderIntegerDotProductProperties":   reflect.TypeFor[physicalDeviceShaderIntegerDotProductProperties](),
 		"VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures": reflect.TypeFor[physicalDeviceShaderSubgroupExtendedTypesFeatures](),
 		"VkPipelineShaderStageRequiredSubgroupSizeCreateInfo": reflect.TypeFor[pipelineShaderStageRequiredSubgroupSizeCreateInfo](),
 		"VkDebugUtilsMessengerCreateInfoEXT":                  reflect.TypeFor[debugUtilsMessengerCreateInfo](),
@@ -122,6 +123,7 @@ func TestStructureTypes(t *testing.T) {
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES":           stSubgroupSizeControlFeatures,
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT":             stMemoryBudgetProperties,
 		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES":      stIntegerDotProductFeatures,
+		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES":    stIntegerDotProductProperties,
 	} {
 		want, ok := vkheader.StructureTypes[name]
 		if !ok || want != got {

@@ -36,9 +36,12 @@ type DeviceInfo struct {
 	MaxAllocation, MaxStorageRange                          uint64 // bytes, clamped to the largest device-local heap
 	Heaps                                                   []Heap
 	FP16, Int8, Storage16, Storage8, IntegerDot, CoopMatrix bool
-	ComputeUnits                                            int     // AMD shader core or NVIDIA SM count; 0 if unknown
-	TimestampPeriod                                         float32 // nanoseconds per timestamp tick
-	TimestampValid                                          bool    // the compute queue writes timestamps
+	// DotAccelerated: the packed 4x8-bit signed dot product (IntegerDot's
+	// core) is a native instruction, not an emulation the driver expands.
+	DotAccelerated  bool
+	ComputeUnits    int     // AMD shader core or NVIDIA SM count; 0 if unknown
+	TimestampPeriod float32 // nanoseconds per timestamp tick
+	TimestampValid  bool    // the compute queue writes timestamps
 }
 
 // physical is what querying one physical device yields: the public report
@@ -242,6 +245,7 @@ func (p *physical) queryExtended() uint64 {
 	sc := &physicalDeviceSubgroupSizeControlProperties{sType: stSubgroupSizeControlProperties}
 	amd := &physicalDeviceShaderCorePropertiesAMD{sType: stShaderCorePropertiesAMD}
 	nv := &physicalDeviceShaderSMBuiltinsPropertiesNV{sType: stSMBuiltinsPropertiesNV}
+	dot := &physicalDeviceShaderIntegerDotProductProperties{sType: stIntegerDotProductProperties}
 	props2 := &physicalDeviceProperties2{sType: stProperties2}
 	links := []unsafe.Pointer{unsafe.Pointer(id), unsafe.Pointer(sub), unsafe.Pointer(m3)}
 	v12, v13 := p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0)
@@ -252,6 +256,10 @@ func (p *physical) queryExtended() uint64 {
 	}
 	if hasSC {
 		links = append(links, unsafe.Pointer(sc))
+	}
+	hasDot := v13 || p.exts["VK_KHR_shader_integer_dot_product"]
+	if hasDot {
+		links = append(links, unsafe.Pointer(dot))
 	}
 	if p.exts["VK_AMD_shader_core_properties"] {
 		links = append(links, unsafe.Pointer(amd))
@@ -274,6 +282,7 @@ func (p *physical) queryExtended() uint64 {
 		info.MinSubgroupSize, info.MaxSubgroupSize = int(sc.minSubgroupSize), int(sc.maxSubgroupSize)
 		p.sizeStages, p.maxSubgroup = sc.requiredSubgroupSizeStages, int(sc.maxComputeWorkgroupSubgroups)
 	}
+	info.DotAccelerated = hasDot && dot.integerDotProduct4x8BitPackedSignedAccelerated != 0
 	switch {
 	case p.exts["VK_AMD_shader_core_properties"]:
 		info.ComputeUnits = int(amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray)

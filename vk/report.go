@@ -70,7 +70,7 @@ func (i DeviceInfo) Report() string {
 		on   bool
 	}{
 		{"fp16", i.FP16}, {"int8", i.Int8}, {"storage16", i.Storage16}, {"storage8", i.Storage8},
-		{"integer-dot", i.IntegerDot}, {"coop-matrix", i.CoopMatrix},
+		{"integer-dot", i.IntegerDot}, {"dot4x8-native", i.IntegerDot && i.DotAccelerated}, {"coop-matrix", i.CoopMatrix},
 	} {
 		if f.on {
 			have = append(have, f.name)

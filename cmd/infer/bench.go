@@ -38,6 +38,7 @@ func benchCmd(args []string) error {
 	fs.IntVar(&lo.device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")
 	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&lo.tune, "tune-profile", "", tuneProfileUsage)
+	fs.StringVar(&lo.intDot, "int-dot", "auto", intDotUsage)
 	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(bench.Formats, ", "))
 	fs.BoolVar(&c.Progress, "progress", false, "print each step on stderr")
 	if err := fs.Parse(longFlags(args)); err != nil {
@@ -78,6 +79,9 @@ func benchCmd(args []string) error {
 	}
 	if lo.backend == "cpu" && (len(c.Waves) != 1 || c.Waves[0] != 0) {
 		return fmt.Errorf("--wave: the CPU backend has no wave; it applies to --backend vulkan")
+	}
+	if _, err := parseIntDot(lo.intDot); err != nil {
+		return err
 	}
 	lo.threads = c.Threads
 	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {

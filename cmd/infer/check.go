@@ -24,13 +24,18 @@ func checkCmd(args []string) error {
 		n       = fs.IntP("tokens", "n", 8, "prompt tokens to compare")
 		device  = fs.Int("device", -1, "Vulkan device index")
 		threads = fs.IntP("threads", "t", 0, "CPU threads")
-		tol     = fs.Float64("tolerance", 2e-3, "largest |GPU − CPU| logit difference allowed, relative to the largest |logit| (prefill stages weights as f16)")
+		tol     = fs.Float64("tolerance", 0, "largest |GPU − CPU| logit difference allowed, relative to the largest |logit| (0: 2e-3, as prefill stages weights as f16; 3e-2 with 8-bit activations)")
+		intDot  = fs.String("int-dot", "auto", intDotUsage)
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n < 1 {
 		return fmt.Errorf("-n %d: need at least one token", *n)
+	}
+	dot, err := parseIntDot(*intDot)
+	if err != nil {
+		return err
 	}
 	p, err := resolveModel(*path)
 	if err != nil {
@@ -69,12 +74,18 @@ func checkCmd(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		e, err := engine.New(dev, engine.Options{OwnDevice: true})
+		e, err := engine.New(dev, engine.Options{OwnDevice: true, IntDot: dot})
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "check: %s vs the CPU engine\n", e.Name())
+		if *tol == 0 {
+			*tol = 2e-3
+			if e.IntDot() {
+				*tol = 3e-2
+			}
+		}
+		fmt.Fprintf(os.Stderr, "check: %s (decode products: %s) vs the CPU engine\n", e.Name(), describeIntDot(e.IntDot()))
 		return model.Load(f, e, opts)
 	})
 	if err != nil {

@@ -28,6 +28,7 @@ type loadFlags struct {
 	verbose bool
 	profile bool
 	wave    string
+	intDot  string // --int-dot
 	flash   bool
 	tune    string // --tune-profile
 }
@@ -41,6 +42,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&l.device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
 	fs.StringVar(&l.wave, "wave", "auto", "flash-attention lane group: 32, 64 or auto (RDNA 32, GCN 64, others native)")
+	fs.StringVar(&l.intDot, "int-dot", "auto", intDotUsage)
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
 	fs.StringVar(&l.tune, "tune-profile", "", tuneProfileUsage)
 	fs.BoolVar(&l.profile, "profile", false, "time every GPU dispatch and print a per-op table at the end")
@@ -99,6 +101,10 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
+		intDot, err := parseIntDot(l.intDot)
+		if err != nil {
+			return nil, err
+		}
 		dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
 		if err == nil && l.backend == "auto" && l.device < 0 && dev.Info().Type == "cpu" {
 			// The only Vulkan device is a CPU driver (lavapipe): our own CPU
@@ -110,7 +116,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		}
 		if err == nil {
 			var e *engine.Engine
-			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash}
+			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot}
 			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
 				dev.Close()
 				return nil, err
@@ -120,6 +126,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 					w, sg := e.Wave()
 					fmt.Fprint(os.Stderr, dev.Info().Report())
 					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
+					fmt.Fprintf(os.Stderr, "decode products: %s\n", describeIntDot(e.IntDot()))
 					fmt.Fprintln(os.Stderr, describeTuning(o.Tune))
 				}
 				return e, nil
@@ -184,4 +191,25 @@ func humanBytes(n uint64) string {
 		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+const intDotUsage = "decode's matrix-vector products on 8-bit activations and integer dot products: on, off or auto (on where the device runs them natively)"
+
+// parseIntDot reads --int-dot: nil for auto.
+func parseIntDot(s string) (*bool, error) {
+	switch s {
+	case "auto":
+		return nil, nil
+	case "on", "off":
+		on := s == "on"
+		return &on, nil
+	}
+	return nil, fmt.Errorf("--int-dot %q: want on, off or auto", s)
+}
+
+func describeIntDot(on bool) string {
+	if on {
+		return "8-bit activations, integer dot products"
+	}
+	return "f32 activations"
 }

@@ -24,6 +24,11 @@ type Options struct {
 	// PlainAttention uses the simple causal kernel instead of flash
 	// attention (llama-bench's -fa 0).
 	PlainAttention bool
+	// IntDot decides whether decode's matrix-vector products round their
+	// activations to 8 bits and use integer dot products (kernels.HasQ8
+	// weights): nil takes the device's default (kernels.DefaultQ8, where
+	// the packed dot product is native), else on or off.
+	IntDot *bool
 	// Tune holds measured kernel geometry for this device (infer tune);
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
 	// its flash-attention wave.
@@ -50,6 +55,13 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 		return nil, err
 	}
 	o.Tune.ApplyKernels(k)
+	if o.IntDot != nil {
+		if *o.IntDot && !dev.Info().IntegerDot {
+			k.Close()
+			return nil, fmt.Errorf("vulkan: integer dot products asked for, but %s lacks the feature", dev.Info().Name)
+		}
+		k.Q8 = *o.IntDot
+	}
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
 	fa, err := flashattn.New(dev, decode)
 	if err != nil {
@@ -67,6 +79,10 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
 	return e, nil
 }
+
+// IntDot reports whether decode's products take 8-bit activations (for the
+// weight types that have the integer path).
+func (e *Engine) IntDot() bool { return e.k.Q8 }
 
 // Wave reports the flash-attention lane group in use and the hardware
 // subgroup size it runs with (smaller when the lane group is emulated across

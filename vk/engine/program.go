@@ -43,14 +43,24 @@ type program struct {
 	faScratch *vk.Buffer
 	// prod holds MatMulAdd's product where it is not fused.
 	prod *tensor
+	// q8 holds the 8-bit copies of activations (kernels.QuantizeQ8) that
+	// decode's matrix-vector products read, by the activation's binding;
+	// a copy is stale once its source buffer is written again (see op).
+	q8 map[vk.Binding]*q8Copy
 	// read and written are the buffers the dispatches since the last
 	// barrier read and wrote (see op).
 	read, written map[*vk.Buffer]bool
 }
 
+// q8Copy is an activation rounded to 8 bits.
+type q8Copy struct {
+	b     vk.Binding
+	fresh bool // holds the source's current values
+}
+
 func newProgram(e *Engine, n int) (*program, error) {
 	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
-		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}}
+		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*q8Copy{}}
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
 		p.Close()
@@ -98,6 +108,9 @@ func (p *program) op(reads, writes []vk.Binding, record func() error) {
 	}
 	for _, b := range writes {
 		p.written[b.Buf] = true
+		for src, c := range p.q8 {
+			c.fresh = c.fresh && src.Buf != b.Buf
+		}
 	}
 }
 
@@ -140,6 +153,10 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
+	if p.useQ8(m, a) {
+		p.matVecQ8(d, m, a, nil)
+		return
+	}
 	p.op(bindings(m.b, a.b), bindings(d.b), func() error {
 		return p.e.k.MatMul(p.seq, d.b, m.b, a.b, m.typ, a.rows, m.rows, m.cols)
 	})
@@ -157,8 +174,49 @@ func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 		p.Add(dst, r, p.prod)
 		return
 	}
+	if p.useQ8(m, a) {
+		p.matVecQ8(d, m, a, res)
+		return
+	}
 	p.op(bindings(m.b, a.b, res.b), bindings(d.b), func() error {
 		return p.e.k.MatVecAdd(p.seq, d.b, m.b, a.b, res.b, m.typ, a.rows, m.rows, m.cols)
+	})
+}
+
+// useQ8 says whether the product of w and the activations x runs on 8-bit
+// activations: decode (the matrix-vector kernel) with weights that have
+// the integer path, where the engine enables it.
+func (p *program) useQ8(w, x *tensor) bool {
+	return x.rows <= kernels.MaxMatVecCols && p.e.k.UseQ8(w.typ)
+}
+
+// matVecQ8 records dst = w·x (+ r where r is not nil) on the 8-bit copy of
+// x, rounding x first unless a product since its last write already did
+// (the q, k and v projections share one copy, as do gate and up).
+func (p *program) matVecQ8(d, m, a, r *tensor) {
+	c := p.q8[a.b]
+	if c == nil {
+		b, err := p.buffer(kernels.Q8Bytes(a.rows, a.cols), false)
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		c = &q8Copy{b: whole(b)}
+		p.q8[a.b] = c
+	}
+	if !c.fresh {
+		p.op(bindings(a.b), bindings(c.b), func() error {
+			return p.e.k.QuantizeQ8(p.seq, c.b, a.b, a.rows, a.cols)
+		})
+		c.fresh = true
+	}
+	reads := bindings(m.b, c.b)
+	var res *vk.Binding
+	if r != nil {
+		reads, res = append(reads, r.b), &r.b
+	}
+	p.op(reads, bindings(d.b), func() error {
+		return p.e.k.MatVecQ8With(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVec)
 	})
 }
 

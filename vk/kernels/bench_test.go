@@ -50,7 +50,8 @@ func BenchmarkMatVecQ8_0(b *testing.B) { benchMatVec(b, quant.Q8_0) }
 func BenchmarkMatVecF16(b *testing.B)  { benchMatVec(b, quant.F16) }
 
 // benchMatVec reports the rate at which the decode kernel (one activation
-// column) reads weight bytes. It cycles through enough copies of the matrix
+// column) reads weight bytes, with f32 activations and, for the types that
+// have it on devices with integer dot products, with 8-bit ones (q8). It cycles through enough copies of the matrix
 // (256 MiB or more) that a GPU's L2 (50 MiB on H100/H200) cannot hold them,
 // with a barrier between dispatches as in a forward pass.
 func benchMatVec(b *testing.B, qt quant.Type) {
@@ -68,7 +69,7 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 	for _, dims := range benchShapes {
 		rows, K := dims[0], dims[1]
 		mats := benchMatrices(b, qt, rows, K, 256<<20)
-		x, err := benchDev.NewBuffer(f32(K), false)
+		x, err := benchDev.NewBuffer(max(f32(K), Q8Bytes(1, K)), false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,28 +77,23 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, sh := range shapes {
-			b.Run(fmt.Sprintf("%dx%d/%s", rows, K, sh), func(b *testing.B) {
-				s := benchDev.NewSequence()
-				defer s.Free()
-				const perCopy = 4
-				for i := 0; i < perCopy*len(mats); i++ {
-					if err := k.MatVecWith(s, whole(dst), whole(mats[i%len(mats)]), whole(x), qt, 1, rows, K, sh); err != nil {
-						b.Fatal(err)
+		modes := []bool{false}
+		if HasQ8(qt) && k.info.IntegerDot {
+			modes = append(modes, true)
+		}
+		for _, q8 := range modes {
+			for _, sh := range shapes {
+				name := fmt.Sprintf("%dx%d/%s", rows, K, sh)
+				if q8 {
+					name += "/q8"
+				}
+				benchMatVecRun(b, name, mats, func(s *vk.Sequence, w vk.Binding) error {
+					if q8 {
+						return k.MatVecQ8With(s, whole(dst), w, whole(x), nil, qt, 1, rows, K, sh)
 					}
-					s.Barrier()
-				}
-				if err := s.End(); err != nil {
-					b.Fatal(err)
-				}
-				bytes := mats[0].Size() * int64(perCopy*len(mats))
-				b.SetBytes(bytes)
-				gpu := runTimed(b, s)
-				if gpu > 0 {
-					b.ReportMetric(float64(bytes)*float64(b.N)/gpu/1e3, "GB/s")
-					b.ReportMetric(gpu/float64(b.N*perCopy*len(mats)), "us/op")
-				}
-			})
+					return k.MatVecWith(s, whole(dst), w, whole(x), qt, 1, rows, K, sh)
+				})
+			}
 		}
 		for _, m := range mats {
 			m.Free()
@@ -105,6 +101,31 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 		x.Free()
 		dst.Free()
 	}
+}
+
+// benchMatVecRun times rec over every matrix of mats, a few times each.
+func benchMatVecRun(b *testing.B, name string, mats []*vk.Buffer, rec func(s *vk.Sequence, w vk.Binding) error) {
+	b.Run(name, func(b *testing.B) {
+		s := benchDev.NewSequence()
+		defer s.Free()
+		const perCopy = 4
+		for i := 0; i < perCopy*len(mats); i++ {
+			if err := rec(s, whole(mats[i%len(mats)])); err != nil {
+				b.Fatal(err)
+			}
+			s.Barrier()
+		}
+		if err := s.End(); err != nil {
+			b.Fatal(err)
+		}
+		bytes := mats[0].Size() * int64(perCopy*len(mats))
+		b.SetBytes(bytes)
+		gpu := runTimed(b, s)
+		if gpu > 0 {
+			b.ReportMetric(float64(bytes)*float64(b.N)/gpu/1e3, "GB/s")
+			b.ReportMetric(gpu/float64(b.N*perCopy*len(mats)), "us/op")
+		}
+	})
 }
 
 // benchMatrices returns copies of a rows x K matrix of type qt filling at

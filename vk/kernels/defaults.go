@@ -66,3 +66,12 @@ var WideTiles = []Tile{
 	{BM: 32, BN: 128, TM: 4, TN: 8, F16: true, X16: true},
 	{BM: 32, BN: 256, TM: 4, TN: 16, F16: true, X16: true},
 }
+
+// DefaultQ8 is the built-in choice of 8-bit activations for decode's
+// matrix-vector products: where the device runs the packed 4x8-bit dot
+// product natively (NVIDIA since Turing, AMD since RDNA2, Intel Xe), one
+// instruction does four products and the activations shrink fourfold, as
+// in llama.cpp's integer-dot path. Where it is emulated (RDNA1, GCN,
+// lavapipe) nothing pays for rounding the activations, so the f32 kernel
+// stays.
+func DefaultQ8(integerDot, accelerated bool) bool { return integerDot && accelerated }

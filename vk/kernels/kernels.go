@@ -137,6 +137,10 @@ type Kernels struct {
 	// may change them between recordings.
 	MatVec MatVecShape
 	Tile   Tile
+	// Q8 makes decode's matrix-vector products take 8-bit activations
+	// (QuantizeQ8, MatVecQ8With) for the weight types that have them; the
+	// engine reads it (UseQ8).
+	Q8 bool
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).
@@ -147,8 +151,13 @@ func New(d *vk.Device) (*Kernels, error) {
 	}
 	info := d.Info()
 	mv, tile := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
-	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile}, nil
+	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile,
+		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}, nil
 }
+
+// UseQ8 says whether decode products with weights of type t take 8-bit
+// activations.
+func (k *Kernels) UseQ8(t quant.Type) bool { return k.Q8 && HasQ8(t) }
 
 // Close frees what New allocated. Pipelines belong to the device.
 func (k *Kernels) Close() {

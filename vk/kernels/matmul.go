@@ -39,9 +39,9 @@ func weightRow(op string, t quant.Type, rows, K int) (int, error) {
 	return rb, nil
 }
 
-// checkMatrix validates the operands of dst[n][rows] = x[n][K] . W^T and
-// returns W's row size.
-func checkMatrix(op string, dst, w, x vk.Binding, t quant.Type, n, rows, K int) (int, error) {
+// checkMatrix validates the operands of dst[n][rows] = x[n][K] . W^T, x
+// holding xSize bytes, and returns W's row size.
+func checkMatrix(op string, dst, w, x vk.Binding, xSize int64, t quant.Type, n, rows, K int) (int, error) {
 	rb, err := weightRow(op, t, rows, K)
 	if err != nil {
 		return 0, err
@@ -58,7 +58,7 @@ func checkMatrix(op string, dst, w, x vk.Binding, t quant.Type, n, rows, K int) 
 	if err := need(op+" weights", w, round4(int64(rows)*int64(rb))); err != nil {
 		return 0, err
 	}
-	return rb, need(op+" x", x, f32(n*K))
+	return rb, need(op+" x", x, xSize)
 }
 
 // MatMul records dst[n][rows] = x[n][K] . W^T for a rows x K weight matrix W
@@ -85,38 +85,99 @@ func (k *Kernels) tileFor(t quant.Type) Tile {
 // MatVecWith records the matrix-vector kernel with an explicit shape for
 // 1 <= n <= MaxMatVecCols activation columns.
 func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
-	return k.matVec(s, dst, w, x, nil, t, n, rows, K, sh)
+	return k.matVec(s, dst, w, x, nil, false, t, n, rows, K, sh)
 }
 
 // MatVecAdd records dst = r + W·x for 1 <= n <= MaxMatVecCols columns,
 // the residual added by the matrix-vector kernel as it writes; dst may be r.
 func (k *Kernels) MatVecAdd(s *vk.Sequence, dst, w, x, r vk.Binding, t quant.Type, n, rows, K int) error {
-	if err := need("matvec residual", r, f32(n*rows)); err != nil {
-		return err
-	}
-	return k.matVec(s, dst, w, x, &r, t, n, rows, K, k.MatVec)
+	return k.matVec(s, dst, w, x, &r, false, t, n, rows, K, k.MatVec)
 }
 
-func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
-	rb, err := checkMatrix("matvec", dst, w, x, t, n, rows, K)
+// HasQ8 says whether the 8-bit-activation matrix-vector kernel takes weights
+// of type t: the quantized types, whose quants stay integers.
+func HasQ8(t quant.Type) bool {
+	switch t {
+	case quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K:
+		return true
+	}
+	return false
+}
+
+// Q8Bytes is the size of n columns of K activations in the q8 layout that
+// QuantizeQ8 writes and MatVecQ8With reads: n*K int8 values, then one f32
+// scale per 32 of them.
+func Q8Bytes(n, K int) int64 { return int64(n)*int64(K) + f32(n*K/32) }
+
+// QuantizeQ8 records the rounding of n columns of K f32 activations (K a
+// multiple of 32) to the q8 layout in dst (quantize_q8.comp).
+func (k *Kernels) QuantizeQ8(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
+	if err := positive("quantize_q8", n, K); err != nil {
+		return err
+	}
+	if K%32 != 0 {
+		return fmt.Errorf("kernels: quantize_q8: rows of %d values: need a multiple of 32", K)
+	}
+	if err := need("quantize_q8 x", x, f32(n*K)); err != nil {
+		return err
+	}
+	if err := need("quantize_q8 dst", dst, Q8Bytes(n, K)); err != nil {
+		return err
+	}
+	p, err := k.pipeline("quantize_q8", 2, 4, 0, Lanes)
+	if err != nil {
+		return err
+	}
+	blocks := n * K / 32
+	gx, gy := k.grid(ceil(blocks, Lanes))
+	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(blocks)), gx, gy, 1)
+	return nil
+}
+
+// MatVecQ8With records dst = W·x (+ r when r is not nil; dst may be r) for
+// n columns of activations xq in the q8 layout (QuantizeQ8), for weight
+// types where HasQ8 holds. The products are the integer dot products of
+// the quants with the 8-bit activations, which need the device's
+// IntegerDot feature.
+func (k *Kernels) MatVecQ8With(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
+	if !HasQ8(t) {
+		return fmt.Errorf("kernels: matvec_q8: weights of type %s: %w", t, quant.ErrUnsupported)
+	}
+	if !k.info.IntegerDot {
+		return fmt.Errorf("kernels: matvec_q8: the device lacks the integer dot product feature")
+	}
+	return k.matVec(s, dst, w, xq, r, true, t, n, rows, K, sh)
+}
+
+// matVec records matvec (f32 activations x) or, with q8, matvec_q8 (x in
+// the q8 layout), plus the residual r where it is not nil.
+func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8 bool, t quant.Type, n, rows, K int, sh MatVecShape) error {
+	xSize, name := f32(n*K), "matvec"
+	if q8 {
+		xSize, name = Q8Bytes(n, K), "matvec_q8"
+	}
+	rb, err := checkMatrix(name, dst, w, x, xSize, t, n, rows, K)
 	if err != nil {
 		return err
 	}
 	if n > MaxMatVecCols {
-		return fmt.Errorf("kernels: matvec: %d columns, at most %d", n, MaxMatVecCols)
+		return fmt.Errorf("kernels: %s: %d columns, at most %d", name, n, MaxMatVecCols)
 	}
 	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
-		return fmt.Errorf("kernels: matvec: shape %+v", sh)
+		return fmt.Errorf("kernels: %s: shape %+v", name, sh)
 	}
 	// The shader reads K-quant and F32 weights as 16-byte words.
 	if w.Off%16 != 0 {
-		return fmt.Errorf("kernels: matvec: weights at offset %d: need a multiple of 16", w.Off)
+		return fmt.Errorf("kernels: %s: weights at offset %d: need a multiple of 16", name, w.Off)
 	}
 	res, resid := vk.Binding{Buf: k.dummy}, uint32(0)
 	if r != nil {
+		if err := need(name+" residual", *r, f32(n*rows)); err != nil {
+			return err
+		}
 		res, resid = *r, 1
 	}
-	p, err := k.pipeline("matvec", 4, 16, sh.Wave,
+	p, err := k.pipeline(name, 4, 16, sh.Wave,
 		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), resid)
 	if err != nil {
 		return err
@@ -131,7 +192,7 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, t 
 // MatMulTiled records the tiled matrix-matrix kernel with an explicit tile
 // for any n.
 func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, tile Tile) error {
-	rb, err := checkMatrix("matmul", dst, w, x, t, n, rows, K)
+	rb, err := checkMatrix("matmul", dst, w, x, f32(n*K), t, n, rows, K)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ var Structs = map[string]reflect.Type{
 	"VkPhysicalDeviceShaderFloat16Int8Features":           reflect.TypeFor[C.VkPhysicalDeviceShaderFloat16Int8Features](),
 	"VkPhysicalDeviceSubgroupSizeControlFeatures":         reflect.TypeFor[C.VkPhysicalDeviceSubgroupSizeControlFeatures](),
 	"VkPhysicalDeviceShaderIntegerDotProductFeatures":     reflect.TypeFor[C.VkPhysicalDeviceShaderIntegerDotProductFeatures](),
+	"VkPhysicalDeviceShaderIntegerDotProductProperties":   reflect.TypeFor[C.VkPhysicalDeviceShaderIntegerDotProductProperties](),
 	"VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures": reflect.TypeFor[C.VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures](),
 	"VkPipelineShaderStageRequiredSubgroupSizeCreateInfo": reflect.TypeFor[C.VkPipelineShaderStageRequiredSubgroupSizeCreateInfo](),
 	"VkDebugUtilsMessengerCreateInfoEXT":                  reflect.TypeFor[C.VkDebugUtilsMessengerCreateInfoEXT](),
@@ -75,4 +76,5 @@ var StructureTypes = map[string]int64{
 	"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES":           C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
 	"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT":             C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
 	"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES":      C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+	"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES":    C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES,
 }

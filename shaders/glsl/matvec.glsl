@@ -1,0 +1,382 @@
+// matvec.glsl: dst[n][m] = sum_k W[m][k] * x[n][k] for the few (NCOLS <= 8)
+// activation columns of decode, W in any dequant.glsl format. Included by
+// two modules: matvec.comp (f32 activations, every weight type) and
+// matvec_q8.comp (Q8X defined: activations rounded to 8 bits by
+// quantize_q8.comp, quantized weights only). They are two modules because
+// the second needs the integer dot product capability, which a module may
+// only declare on devices that have it.
+//
+// Decode reads every weight once, so this kernel must keep the memory busy
+// while spending few instructions per weight. A design that dequantized
+// 16-value pieces, re-reading activations per row and scales per piece,
+// reached a quarter of the copy bandwidth on an H200; this one reaches about
+// a third (docs/KERNELS.md, which also says what is still unexplained). Here:
+//   - A row is cut into slices of 32 values. Lane l of the workgroup (WG
+//     lanes) takes UNROLL consecutive slices per step, the same slices of
+//     each of the workgroup's ROWS rows: it loads their activations into
+//     registers once and reuses them for all ROWS rows.
+//   - A slice is decoded as NG groups of values with one affine map each,
+//     so scales, mins and offsets are applied once per group (A * sum f*x
+//     + C * sum x, see dq_slice) rather than once per weight; sum x is
+//     computed with the activations. Quants become floats with two integer
+//     instructions each (see NB).
+//   - Q4_K and Q5_K slices are whole 16-byte words (block sizes are
+//     multiples of 16), read through the W4 view of the weights.
+// With Q8X the slice's quants stay integers and meet 8-bit activations in
+// packed 4-way integer dot products (one instruction per 4 products on
+// devices that accelerate them, where the f32 path spends about three),
+// and the activations take a quarter of the registers and cache traffic.
+// Partial sums are f32 and meet in wg_reduce.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint QTYPE = 12;
+layout(constant_id = 2) const uint NCOLS = 1;
+layout(constant_id = 3) const uint ROWS = 2;
+layout(constant_id = 4) const uint NSG = 8;
+layout(constant_id = 5) const uint UNROLL = 1; // consecutive slices per lane per step
+// RESID adds r to the result as it is written (a residual connection: one
+// dispatch and one barrier fewer than a separate add). dst may be r: each
+// value is read just before the same invocation overwrites it.
+layout(constant_id = 6) const bool RESID = false;
+
+
+layout(binding = 0) writeonly buffer Dst { float dst[]; };
+layout(binding = 1) readonly buffer Wts { uint W[]; };
+// The same bytes as 16-byte words (the Go side checks the binding offset is
+// a multiple of 16).
+layout(binding = 1) readonly buffer Wts4 { uvec4 W4[]; };
+#ifdef Q8X
+// The q8 layout (quantize_q8.comp): NCOLS rows of K int8 values, 4 to a
+// word, then one f32 scale per 32 values. K is a multiple of 32, so the
+// scales start on a word and every group's values on a whole word.
+layout(binding = 2) readonly buffer XQ { uint xq[]; };
+layout(binding = 2) readonly buffer XQ2 { uvec2 xq2[]; };
+layout(binding = 2) readonly buffer XQ4 { uvec4 xq4[]; };
+layout(binding = 2) readonly buffer XD { float xd[]; };
+// sdot4 is the sum of the products of the four signed bytes of a and b
+// (SPIR-V OpSDot on packed 4x8-bit vectors; glslang names no built-in).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(uint a, uint b, spirv_literal int packedFormat);
+#define SDOT4(a, b) sdot4(a, b, 0)
+#else
+layout(binding = 2) readonly buffer X { vec4 x4[]; };
+#endif
+layout(binding = 3) readonly buffer R { float res[]; };
+
+layout(push_constant) uniform Push {
+    uint M;        // rows of W
+    uint K;        // values per row
+    uint rowBytes; // bytes per row of W
+    uint groups;   // workgroups doing work: ceil(M / ROWS)
+} pc;
+
+#include "dequant.glsl"
+
+// A slice is 32 values: SPB slices per quant block. Float rows have no
+// blocks; their slices are simply consecutive and the last may be partial.
+const uint SPB = QKQUANT ? 8u : 1u;
+// NG groups of GV vec4s (or words of 4 quants) per slice, one affine map each.
+const uint NG = QTYPE == T_Q6_K ? 4u : ((QKQUANT || QTYPE == T_Q4_0) ? 2u : 1u);
+const uint GV = 8u / NG;
+const uint ESIZE = QTYPE == T_F32 ? 4u : 2u; // bytes per value of float rows
+// The f32 path decodes quants of NB bits as the floats 1 + q / 2^NB: q goes
+// straight into the top of the mantissa of 1.0 with one shift and one
+// and-or, where a conversion would cost a quarter-rate instruction (NVIDIA)
+// or a subtract more. The map of each group absorbs the offset: sum q*x =
+// 2^NB * (sum f*x - sum x). The leading 1 costs each product f*x NB of its
+// 24 significant bits of q*x, still far finer than the quantization; for
+// Q8_0 only 16 would be left, so Q8_0 (like the float types) converts
+// exactly instead (MANT false).
+const bool MANT = !QFLOAT && QTYPE != T_Q8_0;
+const uint NB = QTYPE == T_Q6_K ? 6u : (QTYPE == T_Q5_K ? 5u : 4u);
+
+// mant4 returns the 4 floats 1 + q/2^NB for the NB-bit fields at bits
+// lo, lo+8, lo+16 and lo+24 of w (one per byte; higher bits are ignored).
+vec4 mant4(uint w, uint lo) {
+    const uint top = 23u - NB; // the field's place in the mantissa
+    const uint mask = ((1u << NB) - 1u) << top;
+    uvec4 f;
+    for (uint k = 0u; k < 4u; k++) {
+        uint at = lo + 8u * k;
+        f[k] = ((at <= top ? w << (top - at) : w >> (at - top)) & mask) | 0x3F800000u;
+    }
+    return uintBitsToFloat(f);
+}
+
+// bytes2 returns bytes 0 and 1 of v as floats.
+vec2 bytes2(uint v) {
+    return uintBitsToFloat(uvec2(v & 0xFFu, (v >> 8) & 0xFFu) | 0x4B000000u) - 8388608.0;
+}
+
+// slice_val returns the offset within its block (floats: within the slice)
+// of the first value of group g of slice s; the group's values follow it.
+uint slice_val(uint s, uint g) {
+    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
+        // Byte l of 16-byte word s of qs: low nibble is value
+        // 64(s/2) + 16(s%2) + l, high nibble that plus 32.
+        return 64u * (s >> 1) + 16u * (s & 1u) + 32u * g;
+    }
+    if (QTYPE == T_Q6_K) {
+        // Bytes 8(s%4).. of the ql/qh halves of half s/4 give values
+        // 128(s/4) + 32g + 8(s%4).. for the four 2-bit planes g.
+        return 128u * (s >> 2) + 32u * g + 8u * (s & 3u);
+    }
+    return 16u * g; // Q4_0 nibble halves; one group for the rest
+}
+
+// dq_fields decodes slice s of the quant block at byte offset b into its
+// quants, one per byte of u[8] (group g in u[g*GV ..]; unsigned for the
+// K-quants and Q4_0, signed for Q8_0), and the map of each group: its
+// weights are a[g] * q + c[g].
+void dq_fields(uint b, uint s, out uint u[8], out float a[4], out float c[4]) {
+    a = float[4](1.0, 1.0, 1.0, 1.0);
+    c = float[4](0.0, 0.0, 0.0, 0.0);
+    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
+        uvec4 hd = W4[b >> 4]; // d, dmin; scales[12] in hd.yzw
+        vec2 dm = unpackHalf2x16(hd.x);
+        // The 6-bit scales and mins of sub-blocks 2j and 2j+1, two bytes
+        // of a word at a time (ggml's get_scale_min_k4 for a pair).
+        uint j = s >> 1, sh = 16u * (j & 1u);
+        uint sc = (hd.y >> sh) & 0x3F3Fu, mn = (hd.z >> sh) & 0x3F3Fu;
+        if (j >= 2u) {
+            uint e = hd.w >> sh;
+            sc = (e & 0x0F0Fu) | ((hd.y >> (sh + 2u)) & 0x3030u);
+            mn = ((e >> 4) & 0x0F0Fu) | ((hd.z >> (sh + 2u)) & 0x3030u);
+        }
+        vec2 scf = dm.x * bytes2(sc), mnf = -dm.y * bytes2(mn);
+        a[0] = scf.x;
+        a[1] = scf.y;
+        c[0] = mnf.x;
+        c[1] = mnf.y;
+        // Q4_K: qs at byte 16. Q5_K: qh[32] at 16 (bit 2j of byte l is the
+        // fifth bit of the low nibble, bit 2j+1 of the high), qs at 48.
+        uvec4 qs = W4[(b >> 4) + (QTYPE == T_Q4_K ? 1u : 3u) + s];
+        uvec4 lo = qs & 0x0F0F0F0Fu, hi = (qs >> 4) & 0x0F0F0F0Fu;
+        if (QTYPE == T_Q5_K) {
+            uvec4 qh = W4[(b >> 4) + 1u + (s & 1u)];
+            lo |= ((qh >> (2u * j)) & 0x01010101u) << 4;
+            hi |= ((qh >> (2u * j + 1u)) & 0x01010101u) << 4;
+        }
+        for (uint i = 0u; i < 4u; i++) {
+            u[i] = lo[i];
+            u[4u + i] = hi[i];
+        }
+    } else if (QTYPE == T_Q6_K) {
+        // ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, d at 208;
+        // blocks are 210 bytes, so words may need stitching (dq_word).
+        uint h = s >> 2, o = 8u * (s & 3u);
+        uint oa = b + 64u * h + o, oh = b + 128u + 32u * h + o;
+        float d = dq_half(b + 208u);
+        for (uint w = 0u; w < 2u; w++) {
+            uint qa = dq_word(oa + 4u * w), qb = dq_word(oa + 32u + 4u * w), qh = dq_word(oh + 4u * w);
+            u[w] = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
+            u[2u + w] = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
+            u[4u + w] = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
+            u[6u + w] = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
+        }
+        for (uint g = 0u; g < 4u; g++) {
+            // scales[8h + o/16 + 2g] scale plane g of this slice's values.
+            uint sb = b + 192u + 8u * h + (o >> 4) + 2u * g;
+            a[g] = d * float(bitfieldExtract(int(W[sb >> 2]), int((sb & 3u) * 8u), 8));
+            c[g] = -32.0 * a[g];
+        }
+    } else if (QTYPE == T_Q8_0) {
+        a[0] = dq_half(b);
+        for (uint i = 0u; i < 8u; i++) {
+            u[i] = dq_word(b + 2u + 4u * i);
+        }
+    } else { // Q4_0
+        a[0] = a[1] = dq_half(b);
+        c[0] = c[1] = -8.0 * a[0];
+        for (uint i = 0u; i < 4u; i++) {
+            uint w = dq_word(b + 2u + 4u * i);
+            u[i] = w & 0x0F0F0F0Fu;
+            u[4u + i] = (w >> 4) & 0x0F0F0F0Fu;
+        }
+    }
+}
+
+#ifndef Q8X
+// dq_slice decodes slice s of the block at byte offset b (floats: the slice
+// itself starts at b) into q[8] and the maps A, C of its groups: with f
+// the values of group g (q[g*GV ..], GV vec4s) and x the activations they
+// meet, the group's dot product is A[g] * sum f*x + C[g] * sum x. For
+// quants f = 1 + q/2^NB (see NB); for Q8_0 f = q, for floats f is the
+// weight (A = 1, C = 0).
+// lim is the number of the row's values from the slice's first on; only
+// float slices can be partial, and their values past it are 0.
+void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float C[4]) {
+    float a[4], c[4];
+    if (!QFLOAT) {
+        uint u[8];
+        dq_fields(b, s, u, a, c);
+        for (uint i = 0u; i < 8u; i++) {
+            q[i] = MANT ? mant4(u[i], 0u) : dq_i8x4(u[i]);
+        }
+    } else {
+        a = float[4](1.0, 1.0, 1.0, 1.0);
+        c = float[4](0.0, 0.0, 0.0, 0.0);
+        // Rows hold a multiple of 4 values, so a partial slice ends on a
+        // vec4 boundary; nothing past the row is read.
+        for (uint i = 0u; i < 8u; i++) {
+            q[i] = vec4(0.0);
+            if (4u * i >= lim) {
+                continue;
+            }
+            if (QTYPE == T_F32) {
+                q[i] = uintBitsToFloat(W4[(b >> 4) + i]);
+            } else {
+                uint w0 = W[(b >> 2) + 2u * i], w1 = W[(b >> 2) + 2u * i + 1u];
+                if (QTYPE == T_F16) {
+                    q[i] = vec4(unpackHalf2x16(w0), unpackHalf2x16(w1));
+                } else {
+                    q[i] = uintBitsToFloat(uvec4(w0 << 16, w0 & 0xFFFF0000u, w1 << 16, w1 & 0xFFFF0000u));
+                }
+            }
+        }
+    }
+    // sum (a*q + c)*x = a*2^NB*(sum f*x - sum x) + c*sum x.
+    float scale = MANT ? float(1u << NB) : 1.0;
+    for (uint g = 0u; g < 4u; g++) {
+        A[g] = a[g] * scale;
+        C[g] = MANT ? c[g] - A[g] : c[g];
+    }
+}
+#endif
+
+#define RED_N (ROWS * NCOLS)
+#include "reduce.glsl"
+
+void main() {
+    // The grid may be folded into 2D to stay under the 65535 limit per dimension.
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (group >= pc.groups) {
+        return; // whole workgroup: barriers below stay uniform
+    }
+    uint row0 = group * ROWS;
+    uint slices = QFLOAT ? (pc.K + 31u) / 32u : pc.K / QK * SPB;
+
+    for (uint i = 0u; i < RED_N; i++) {
+        red_v[i] = 0.0;
+    }
+    for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
+        for (uint u = 0u; u < UNROLL; u++) {
+            uint sl = sl0 + u;
+            if (sl >= slices) {
+                break;
+            }
+            uint blk = sl / SPB, s = sl % SPB;
+            // First value of the block (floats: of the slice) and its byte
+            // offset within a row.
+            uint k0 = QFLOAT ? 32u * sl : blk * QK;
+            uint boff = QFLOAT ? k0 * ESIZE : blk * QBYTES;
+            uint lim = pc.K - k0;
+
+            // This slice's activations for every column, loaded once for
+            // all ROWS rows, and per group the terms the rows share: the
+            // f32 path's sum x; the q8 path's scale and scaled sum of the
+            // 8-bit values (the products with the offsets C).
+#ifdef Q8X
+            uint xv[NCOLS * 8u];
+            float xsc[NCOLS * 4u], xs[NCOLS * 4u];
+            for (uint n = 0u; n < NCOLS; n++) {
+                for (uint g = 0u; g < NG; g++) {
+                    uint v = n * pc.K + k0 + slice_val(s, g); // a multiple of 4 * GV
+                    if (GV == 8u) {
+                        uvec4 w0 = xq4[v / 16u], w1 = xq4[v / 16u + 1u];
+                        for (uint i = 0u; i < 4u; i++) {
+                            xv[n * 8u + i] = w0[i];
+                            xv[n * 8u + 4u + i] = w1[i];
+                        }
+                    } else if (GV == 4u) {
+                        uvec4 w = xq4[v / 16u];
+                        for (uint i = 0u; i < 4u; i++) {
+                            xv[n * 8u + g * 4u + i] = w[i];
+                        }
+                    } else {
+                        uvec2 w = xq2[v / 8u];
+                        xv[n * 8u + g * 2u] = w.x;
+                        xv[n * 8u + g * 2u + 1u] = w.y;
+                    }
+                    int sum = 0;
+                    for (uint i = 0u; i < GV; i++) {
+                        sum += SDOT4(xv[n * 8u + g * GV + i], 0x01010101u);
+                    }
+                    float d = xd[NCOLS * pc.K / 4u + v / 32u];
+                    xsc[n * 4u + g] = d;
+                    xs[n * 4u + g] = d * float(sum);
+                }
+            }
+#else
+            uint xrow4 = pc.K / 4u; // vec4s per x row
+            vec4 xv[NCOLS * 8u];
+            float xs[NCOLS * 4u];
+            for (uint n = 0u; n < NCOLS; n++) {
+                for (uint g = 0u; g < NG; g++) {
+                    vec4 sum = vec4(0.0);
+                    for (uint i = 0u; i < GV; i++) {
+                        uint k4 = (k0 + slice_val(s, g)) / 4u + i;
+                        vec4 v = vec4(0.0);
+                        if (!QFLOAT || 4u * (g * GV + i) < lim) {
+                            v = x4[n * xrow4 + k4];
+                        }
+                        xv[n * 8u + g * GV + i] = v;
+                        sum += v;
+                    }
+                    xs[n * 4u + g] = dot(sum, vec4(1.0));
+                }
+            }
+#endif
+            for (uint r = 0u; r < ROWS; r++) {
+                // Rows past M are clamped rather than skipped (their sums
+                // are never written): the loop stays branch-free, so the
+                // compiler can issue every row's loads before using any.
+                uint row = min(row0 + r, pc.M - 1u);
+#ifdef Q8X
+                uint q[8];
+                float A[4], C[4];
+                dq_fields(row * pc.rowBytes + boff, s, q, A, C);
+#else
+                vec4 q[8];
+                float A[4], C[4];
+                dq_slice(row * pc.rowBytes + boff, s, lim, q, A, C);
+#endif
+                for (uint n = 0u; n < NCOLS; n++) {
+                    float acc = 0.0;
+                    for (uint g = 0u; g < NG; g++) {
+#ifdef Q8X
+                        int p = 0;
+                        for (uint i = 0u; i < GV; i++) {
+                            p += SDOT4(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                        }
+                        float d = xsc[n * 4u + g] * float(p);
+#else
+                        float d = 0.0;
+                        for (uint i = 0u; i < GV; i++) {
+                            d += dot(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                        }
+#endif
+                        acc += A[g] * d + C[g] * xs[n * 4u + g];
+                    }
+                    red_v[r * NCOLS + n] += acc;
+                }
+            }
+        }
+    }
+
+    wg_reduce(false);
+    if (gl_LocalInvocationID.x == 0u) {
+        for (uint r = 0u; r < ROWS; r++) {
+            if (row0 + r < pc.M) {
+                for (uint n = 0u; n < NCOLS; n++) {
+                    uint i = n * pc.M + row0 + r;
+                    dst[i] = red_v[r * NCOLS + n] + (RESID ? res[i] : 0.0);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_spirv_intrinsics : require
+// Q8X: 8-bit activations in packed integer dot products (see matvec.glsl).
+#define Q8X
+#include "matvec.glsl"

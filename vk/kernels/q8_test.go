@@ -1,0 +1,151 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// q8Values decodes n columns of K activations in the q8 layout into their
+// values q*d, checking the layout's promises on the way: every q in
+// [-127, 127], and each block's scale d = max|x|/127 of the x it came from
+// with |x - q*d| <= d/2 (round to nearest), up to f32 rounding of d and x/d.
+func q8Values(t *testing.T, raw []byte, x []float32, n, K int) []float32 {
+	t.Helper()
+	blocks := n * K / 32
+	got := make([]float32, n*K)
+	bad := 0
+	for b := 0; b < blocks; b++ {
+		d := math.Float32frombits(binary.LittleEndian.Uint32(raw[n*K+4*b:]))
+		amax := 0.0
+		for _, v := range x[32*b : 32*b+32] {
+			amax = max(amax, math.Abs(float64(v)))
+		}
+		if want := amax / 127; math.Abs(float64(d)-want) > 2*eps32*want {
+			t.Errorf("block %d: scale %g, want max|x|/127 = %g", b, d, want)
+		}
+		for i := 32 * b; i < 32*b+32; i++ {
+			q := int8(raw[i])
+			got[i] = float32(q) * d
+			// The x/d the shader rounds is within a few ulps of exact.
+			if q == -128 || math.Abs(float64(x[i])-float64(got[i])) > float64(d)*(0.5+1e-5) {
+				if bad++; bad <= 5 {
+					t.Errorf("x[%d] = %g rounded to %d × %g", i, x[i], q, d)
+				}
+			}
+		}
+	}
+	return got
+}
+
+// TestQuantizeQ8 rounds activations with awkward magnitudes (zeros,
+// a block of zeros, huge and tiny values) and checks every block.
+func TestQuantizeQ8(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct{ n, K int }{{1, 32}, {3, 4096}, {8, 14336}, {5, 96}} {
+		t.Run(fmt.Sprintf("%dx%d", c.n, c.K), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.K)))
+			x := normals(r, c.n*c.K, 1)
+			for i := range x {
+				switch i % 97 {
+				case 3:
+					x[i] *= 1e6
+				case 5:
+					x[i] *= 1e-30
+				case 7:
+					x[i] = 0
+				}
+			}
+			clear(x[len(x)-32:]) // an all-zero block: scale 0, quants 0
+			raw := quantizeOnGPU(t, k, x, c.n, c.K)
+			q8Values(t, raw, x, c.n, c.K)
+		})
+	}
+	if err := k.QuantizeQ8(nil, whole(kern.dummy), whole(kern.dummy), 1, 48); err == nil {
+		t.Error("K = 48 (not a multiple of 32) was accepted")
+	}
+}
+
+// quantizeOnGPU runs QuantizeQ8 on x and returns the q8 bytes.
+func quantizeOnGPU(t *testing.T, k *Kernels, x []float32, n, K int) []byte {
+	t.Helper()
+	xb := floatBuffer(t, x)
+	qb := buffer(t, Q8Bytes(n, K), nil)
+	run(t, func(s *vk.Sequence) error { return k.QuantizeQ8(s, whole(qb), whole(xb), n, K) })
+	raw := make([]byte, Q8Bytes(n, K))
+	if err := qb.Read(0, raw); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestMatVecQ8 checks the integer-dot matrix-vector kernel on every weight
+// type it takes, awkward row counts, K up to 14336, 1 to 8 columns, several
+// shapes and the residual form, against the float64 product of the exact
+// weights with the activations as rounded on the GPU (their rounding is
+// TestQuantizeQ8's).
+func TestMatVecQ8(t *testing.T) {
+	k := setup(t)
+	if !k.info.IntegerDot {
+		t.Skip("the device lacks integer dot products")
+	}
+	rows := []int{1, 7, 255, 257, 1025}
+	shapes := []MatVecShape{{64, 2, 1, 0}, {16, 1, 4, 0}, {32, 3, 2, 0}, {64, 4, 8, 0}, k.MatVec}
+	i := 0
+	for _, qt := range WeightTypes {
+		if !HasQ8(qt) {
+			continue
+		}
+		for j, K := range kFor(qt) {
+			c := matCase{rows: rows[(j+i)%len(rows)], K: K, n: i%MaxMatVecCols + 1}
+			sh := shapes[i%len(shapes)]
+			resid := i%3 == 1
+			i++
+			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%s/resid=%v", qt, c.rows, c.K, c.n, sh, resid), func(t *testing.T) {
+				testMatVecQ8(t, k, qt, c, sh, resid)
+			})
+		}
+	}
+	if err := k.MatVecQ8With(nil, whole(kern.dummy), whole(kern.dummy), whole(kern.dummy), nil, quant.F16, 1, 1, 32, k.MatVec); err == nil {
+		t.Error("F16 weights were accepted")
+	}
+}
+
+func testMatVecQ8(t *testing.T, k *Kernels, qt quant.Type, c matCase, sh MatVecShape, resid bool) {
+	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
+	raw, deq := quantized(t, r, qt, c.rows, c.K)
+	x := normals(r, c.n*c.K, 1)
+	xq := q8Values(t, quantizeOnGPU(t, k, x, c.n, c.K), x, c.n, c.K)
+	want, scale := matRef(deq, xq, c.n, c.rows, c.K)
+
+	const wOff = 256
+	wb := buffer(t, wOff+int64(len(raw)), nil)
+	if err := wb.Write(wOff, pad4(raw)); err != nil {
+		t.Fatal(err)
+	}
+	xb := floatBuffer(t, x)
+	qb := buffer(t, Q8Bytes(c.n, c.K), nil)
+	res := normals(r, c.n*c.rows, 10)
+	db := floatBuffer(t, res)
+	var rb *vk.Binding
+	if resid {
+		rb = &vk.Binding{Buf: db}
+		for i := range want {
+			want[i] += float64(res[i])
+			scale[i] += math.Abs(float64(res[i]))
+		}
+	}
+	run(t, func(s *vk.Sequence) error {
+		if err := k.QuantizeQ8(s, whole(qb), whole(xb), c.n, c.K); err != nil {
+			return err
+		}
+		s.Barrier()
+		return k.MatVecQ8With(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(qb), rb, qt, c.n, c.rows, c.K, sh)
+	})
+	compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
+}
