@@ -1,5 +1,6 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 // Merges the split-k partials of flash_attn.comp: for each (query, head) row,
 // M = max m_s, w_s = exp2(m_s - M), O = Σ w_s O_s / Σ w_s l_s (m in log2
 // units). Empty splits (m = NEG, l = 0) weigh nothing; a row with no live key
@@ -17,6 +18,10 @@ layout(local_size_x = 256) in;
 // The most splits a dispatch may have: attention.MaxSplits, passed by flashattn.
 layout(constant_id = 0) const uint MAX_SPLITS = 256;
 layout(constant_id = 1) const uint D = 128; // head dim, a multiple of 4
+// Q8 also writes the output in matvec_q8's 8-bit layout (q8.glsl; D a
+// multiple of 32), for the output projection of decode: one dispatch and
+// one barrier fewer than rounding it in a pass of its own.
+layout(constant_id = 2) const bool Q8 = false;
 
 const uint N = 256;      // invocations
 const uint NC = D / 4;   // vec4 columns of a row
@@ -32,6 +37,9 @@ layout(push_constant) uniform Push {
 layout(std430, binding = 0) readonly buffer BP { vec4 part[]; };  // [split][n_q][n_head][D]
 layout(std430, binding = 1) readonly buffer BML { vec2 ml[]; };   // [split][n_q][n_head]
 layout(std430, binding = 2) writeonly buffer BO { vec4 o_out[]; }; // [n_q][n_head][D]
+layout(std430, binding = 3) writeonly buffer Q8W { uint q8w[]; };
+layout(std430, binding = 3) writeonly buffer Q8F { float q8f[]; };
+#include "q8.glsl"
 
 shared float weight[MAX_SPLITS];
 shared float tree[N];
@@ -106,6 +114,21 @@ void main() {
         for (uint i = 0; i < SL; i++) {
             o += sums[i * NC + tid];
         }
-        o_out[row * NC + tid] = lsum > 0.0 ? o / lsum : vec4(0.0);
+        o = lsum > 0.0 ? o / lsum : vec4(0.0);
+        o_out[row * NC + tid] = o;
+        if (Q8) {
+            sums[tid] = o; // this lane's own column, read above
+        }
+    }
+    if (Q8) {
+        memoryBarrierShared();
+        barrier();
+        if (tid < D / 32) {
+            vec4 v[8];
+            [[unroll]] for (uint j = 0; j < 8; j++) {
+                v[j] = sums[8 * tid + j];
+            }
+            q8_store(row * (D / 32) + tid, rows * (D / 32), v);
+        }
     }
 }

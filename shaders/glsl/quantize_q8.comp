@@ -1,23 +1,30 @@
 #version 450
-// quantize_q8: rounds f32 activations to 8 bits for matvec_q8, in blocks of
-// 32 values with one f32 scale each (ggml's Q8_0 in layout, with a f32
-// scale): d = max|x| / 127 and q = round(x / d), so every q is in
-// [-127, 127] and |x - d*q| <= d/2. x is NCOLS rows of K values, K a
-// multiple of 32, which makes the rows one run of blocks; block i's
-// values become words 8i..8i+7 of dst, its scale word blocks*8 + i.
-// One invocation per block: the pass is a few microseconds of a decode
-// step, dominated by its dispatch.
+// quantize_q8: rounds f32 activations to the q8 layout of matvec_q8
+// (q8.glsl), optionally computing them first: with OP_SWIGLU the values are
+// silu(x) * y, also written as f32 to out (the SwiGLU of decode, fused with
+// its rounding: one dispatch and one barrier instead of two). x is NCOLS
+// rows of K values, K a multiple of 32, which makes the rows one run of
+// blocks. One invocation per block of 32 values.
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint OP = 0;
 
-layout(binding = 0) writeonly buffer Dst { uint dst[]; };
-layout(binding = 0) writeonly buffer DstF { float dstf[]; };
+const uint OP_COPY = 0u;   // x
+const uint OP_SWIGLU = 1u; // silu(x) * y
+
+layout(binding = 0) writeonly buffer Q8W { uint q8w[]; };
+layout(binding = 0) writeonly buffer Q8F { float q8f[]; };
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
+layout(binding = 2) readonly buffer Y { vec4 y4[]; };
+layout(binding = 3) writeonly buffer Out { vec4 out4[]; };
 
 layout(push_constant) uniform Push {
     uint blocks; // NCOLS * K / 32
 } pc;
+
+#include "q8.glsl"
 
 void main() {
     uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
@@ -25,19 +32,15 @@ void main() {
         return;
     }
     vec4 v[8];
-    float amax = 0.0;
     for (uint j = 0u; j < 8u; j++) {
-        v[j] = x4[8u * i + j];
-        vec4 a = abs(v[j]);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        vec4 a = x4[8u * i + j];
+        if (OP == OP_SWIGLU) {
+            // silu(a) = a / (1 + e^-a); for very negative a the exp
+            // overflows to +inf and the quotient is the correct -0.
+            a = a / (1.0 + exp(-a)) * y4[8u * i + j];
+            out4[8u * i + j] = a;
+        }
+        v[j] = a;
     }
-    float d = amax / 127.0;
-    float id = amax > 0.0 ? 127.0 / amax : 0.0;
-    for (uint j = 0u; j < 8u; j++) {
-        // Rounding may land a hair past 127 when x*id is 127.0000x.
-        ivec4 q = clamp(ivec4(roundEven(v[j] * id)), -127, 127);
-        uvec4 b = uvec4(q) & 0xFFu;
-        dst[8u * i + j] = b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
-    }
-    dstf[8u * pc.blocks + i] = d;
+    q8_store(i, pc.blocks, v);
 }

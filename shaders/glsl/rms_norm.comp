@@ -1,7 +1,9 @@
 #version 450
 // rms_norm: dst[r][c] = x[r][c] / sqrt(mean(x[r]^2) + eps) * w[c].
 // One workgroup per row. dst may alias x: every invocation rewrites only the
-// elements it read itself.
+// elements it read itself. With Q8 the rows (cols a multiple of 32) are
+// also written in matvec_q8's 8-bit layout (q8.glsl), for decode: one
+// dispatch and one barrier fewer than rounding them in a pass of their own.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
@@ -9,10 +11,16 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NSG = 8;
+layout(constant_id = 2) const bool Q8 = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Src { float x[]; };
 layout(binding = 2) readonly buffer Wts { float w[]; };
+layout(binding = 0) writeonly buffer Dst4 { vec4 dst4[]; };
+layout(binding = 1) readonly buffer Src4 { vec4 x4[]; };
+layout(binding = 2) readonly buffer Wts4 { vec4 w4[]; };
+layout(binding = 3) writeonly buffer Q8W { uint q8w[]; };
+layout(binding = 3) writeonly buffer Q8F { float q8f[]; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -22,6 +30,7 @@ layout(push_constant) uniform Push {
 
 #define RED_N 1u
 #include "reduce.glsl"
+#include "q8.glsl"
 
 void main() {
     uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -37,6 +46,20 @@ void main() {
     red_v[0] = ss;
     wg_reduce(false);
     float scale = inversesqrt(red_v[0] / float(pc.cols) + pc.eps);
+    if (Q8) {
+        // A lane per block of 32 values, which it rounds as a whole.
+        uint nb = pc.cols / 32u, blocks = pc.rows * nb;
+        for (uint b = gl_LocalInvocationID.x; b < nb; b += WG) {
+            vec4 v[8];
+            for (uint j = 0u; j < 8u; j++) {
+                uint i4 = (base / 4u) + 8u * b + j;
+                v[j] = x4[i4] * scale * w4[8u * b + j];
+                dst4[i4] = v[j];
+            }
+            q8_store(row * nb + b, blocks, v);
+        }
+        return;
+    }
     for (uint c = gl_LocalInvocationID.x; c < pc.cols; c += WG) {
         dst[base + c] = x[base + c] * scale * w[c];
     }

@@ -146,6 +146,15 @@ func (p *program) Embed(dst, table backend.Tensor) {
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	d, a, g := act(dst), act(x), act(w)
+	if c := p.q8Out(d); c != nil {
+		// Decode: the result feeds matrix-vector products, which will
+		// want it in 8 bits; the norm writes that copy as well.
+		p.op(bindings(a.b, g.b), bindings(d.b, c.b), func() error {
+			return p.e.k.RMSNormQ8(p.seq, d.b, c.b, a.b, g.b, d.rows, d.cols, eps)
+		})
+		c.fresh = true
+		return
+	}
 	p.op(bindings(a.b, g.b), bindings(d.b), func() error {
 		return p.e.k.RMSNorm(p.seq, d.b, a.b, g.b, d.rows, d.cols, eps)
 	})
@@ -190,19 +199,41 @@ func (p *program) useQ8(w, x *tensor) bool {
 	return x.rows <= kernels.MaxMatVecCols && p.e.k.UseQ8(w.typ)
 }
 
-// matVecQ8 records dst = w·x (+ r where r is not nil) on the 8-bit copy of
-// x, rounding x first unless a product since its last write already did
-// (the q, k and v projections share one copy, as do gate and up).
-func (p *program) matVecQ8(d, m, a, r *tensor) {
-	c := p.q8[a.b]
+// q8Copy returns the 8-bit copy of activation t, made on first use; nil
+// (with the error kept for Record) if it cannot be allocated.
+func (p *program) q8Copy(t *tensor) *q8Copy {
+	c := p.q8[t.b]
 	if c == nil {
-		b, err := p.buffer(kernels.Q8Bytes(a.rows, a.cols), false)
+		b, err := p.buffer(kernels.Q8Bytes(t.rows, t.cols), false)
 		if err != nil {
 			p.fail(err)
-			return
+			return nil
 		}
 		c = &q8Copy{b: whole(b)}
-		p.q8[a.b] = c
+		p.q8[t.b] = c
+	}
+	return c
+}
+
+// q8Out returns the 8-bit copy a kernel writing activation t should fill
+// as it goes, or nil where products take f32 activations: outside decode,
+// without the integer path, or for rows that are not whole blocks of 32
+// values.
+func (p *program) q8Out(t *tensor) *q8Copy {
+	if t.rows > kernels.MaxMatVecCols || !p.e.k.Q8 || t.cols%32 != 0 || t.b.Off%16 != 0 {
+		return nil
+	}
+	return p.q8Copy(t)
+}
+
+// matVecQ8 records dst = w·x (+ r where r is not nil) on the 8-bit copy of
+// x, rounding x first unless a kernel since its last write already did (the
+// norm before the q, k and v projections writes it, and the first of those
+// products otherwise rounds it for all three).
+func (p *program) matVecQ8(d, m, a, r *tensor) {
+	c := p.q8Copy(a)
+	if c == nil {
+		return
 	}
 	if !c.fresh {
 		p.op(bindings(a.b), bindings(c.b), func() error {
@@ -305,11 +336,31 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		io.Scratch = whole(p.faScratch)
 		writes = append(writes, io.Scratch)
 	}
+	// Decode: the reduce pass also rounds the output for the output
+	// projection.
+	var q8 *q8Copy
+	if fa.WritesQ8(sh) {
+		if q8 = p.q8Out(act(dst)); q8 != nil {
+			io.Q8 = q8.b
+			writes = append(writes, q8.b)
+		}
+	}
 	p.op(reads, writes, func() error { return fa.Record(p.seq, io, sh) })
+	if q8 != nil {
+		q8.fresh = true
+	}
 }
 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
 	d, g, u := act(dst), act(gate), act(up)
+	if c := p.q8Out(d); c != nil && g.b.Off%16 == 0 && u.b.Off%16 == 0 {
+		// Decode: the result feeds the down projection, in 8 bits.
+		p.op(bindings(g.b, u.b), bindings(d.b, c.b), func() error {
+			return p.e.k.SwiGLUQ8(p.seq, c.b, d.b, g.b, u.b, d.rows, d.cols)
+		})
+		c.fresh = true
+		return
+	}
 	p.op(bindings(g.b, u.b), bindings(d.b), func() error {
 		return p.e.k.SwiGLU(p.seq, d.b, g.b, u.b, d.rows*d.cols)
 	})

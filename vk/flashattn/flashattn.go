@@ -47,6 +47,17 @@ type IO struct {
 	// ScratchBytes(shape) bytes. Records in one sequence may share it: the
 	// barriers between dependent ops already order them.
 	Scratch vk.Binding
+	// Q8, when its Buf is set, receives Out in the 8-bit layout of
+	// kernels.QuantizeQ8 as well, written by the reduce pass; only for
+	// plans that split (WritesQ8) and head dims that are multiples of 32.
+	Q8 vk.Binding
+}
+
+// WritesQ8 says whether Record fills IO.Q8 for sh: with split-k, whose
+// reduce pass rounds its output too, and head dims in whole blocks of 32.
+func (f *FlashAttn) WritesQ8(sh Shape) bool {
+	p, err := f.Plan(sh)
+	return err == nil && p.Splits > 1 && sh.HeadDim%32 == 0
 }
 
 // Options choose the lane-group width and override the policy.
@@ -164,6 +175,16 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	if p.Splits > 1 {
 		checks = append(checks, check{"scratch", io.Scratch, oBytes + mlBytes})
 	}
+	q8 := io.Q8.Buf != nil
+	if q8 {
+		if p.Splits == 1 || sh.HeadDim%32 != 0 {
+			return fmt.Errorf("flashattn: an 8-bit output needs split-k and head dims in blocks of 32 (plan %v, head dim %d)", p, sh.HeadDim)
+		}
+		rows := int64(sh.Queries) * int64(sh.Heads) * int64(sh.HeadDim)
+		checks = append(checks, check{"q8", io.Q8, rows + 4*(rows/32)})
+	} else {
+		io.Q8 = vk.Binding{Buf: f.dummy}
+	}
 	for _, c := range checks {
 		if err := need(c.what, c.b, c.n); err != nil {
 			return err
@@ -184,14 +205,14 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
 	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
-	reduce, err := f.pipeline("flash_attn_reduce", 3, 12, attention.WaveChoice{}, attention.MaxSplits, uint32(sh.HeadDim))
+	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, attention.MaxSplits, uint32(sh.HeadDim), b32(q8))
 	if err != nil {
 		return err
 	}
 	s.Dispatch(main, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, part, ml},
 		pushMain, uint32(gx), uint32(gy), uint32(gz))
 	s.Barrier()
-	s.Dispatch(reduce, []vk.Binding{part, ml, io.Out},
+	s.Dispatch(reduce, []vk.Binding{part, ml, io.Out, io.Q8},
 		vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(p.Splits)),
 		uint32(sh.Heads), uint32(sh.Queries), 1)
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
 func TestMain(m *testing.M) {
@@ -786,4 +787,68 @@ func nanBytes(n int64) []byte {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(math.NaN())))
 	}
 	return b
+}
+
+// TestFlashAttnQ8Output checks the reduce pass's 8-bit copy of its output
+// (IO.Q8, for decode's output projection): each value within half a step
+// of the f32 output, each block's step max|o|/127.
+func TestFlashAttnQ8Output(t *testing.T) {
+	d := setup(t)
+	in := inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}
+	fa, err := New(d, Options{Wave: 32, Prefs: attention.Prefs{Br: 1, Splits: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	sh := Shape{Queries: in.queries, Heads: in.heads(), KVHeads: in.kvHeads, HeadDim: in.dim,
+		Context: in.context(), Scale: float32(1 / math.Sqrt(float64(in.dim)))}
+	if !fa.WritesQ8(sh) {
+		t.Fatal("a split plan with head dim 128 does not write the 8-bit copy")
+	}
+	scr, err := fa.ScratchBytes(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, K := in.queries, in.heads()*in.dim
+	outN, q8N := 4*int64(n*K), kernels.Q8Bytes(n, K)
+	inBuf := buffer(t, d, inputData(in))
+	outBuf := buffer(t, d, make([]byte, alignUp(outN)+alignUp(scr)+q8N))
+	p := planned{tc: tc{inputs: in}, sh: sh, outN: outN, scrN: scr, scratch: alignUp(outN)}
+	io := p.io(inBuf, outBuf)
+	io.Q8 = vk.Binding{Buf: outBuf, Off: alignUp(outN) + alignUp(scr), Size: q8N}
+	s := d.NewSequence()
+	defer s.Free()
+	if err := fa.Record(s, io, sh); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.End(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, n*K)
+	if err := outBuf.ReadF32(0, out); err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, q8N)
+	if err := outBuf.Read(io.Q8.Off, raw); err != nil {
+		t.Fatal(err)
+	}
+	got := kernels.DecodeQ8(raw, n, K)
+	for b := 0; b < n*K/32; b++ {
+		amax := 0.0
+		for _, v := range out[32*b : 32*b+32] {
+			amax = max(amax, math.Abs(float64(v)))
+		}
+		step := amax / 127
+		if step == 0 {
+			t.Fatalf("block %d of the output is all zero: nothing checked", b)
+		}
+		for i := 32 * b; i < 32*b+32; i++ {
+			if e := math.Abs(float64(got[i] - out[i])); e > step*(0.5+1e-5) {
+				t.Fatalf("value %d: 8-bit copy %g, output %g (step %g)", i, got[i], out[i], step)
+			}
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
@@ -109,28 +111,65 @@ func HasQ8(t quant.Type) bool {
 // scale per 32 of them.
 func Q8Bytes(n, K int) int64 { return int64(n)*int64(K) + f32(n*K/32) }
 
+// DecodeQ8 returns the values q*d that raw holds in the q8 layout, for n
+// columns of K (a multiple of 32): what matvec_q8 computes with.
+func DecodeQ8(raw []byte, n, K int) []float32 {
+	v := make([]float32, n*K)
+	for i := range v {
+		d := math.Float32frombits(binary.LittleEndian.Uint32(raw[n*K+4*(i/32):]))
+		v[i] = float32(int8(raw[i])) * d
+	}
+	return v
+}
+
 // QuantizeQ8 records the rounding of n columns of K f32 activations (K a
 // multiple of 32) to the q8 layout in dst (quantize_q8.comp).
 func (k *Kernels) QuantizeQ8(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
+	return k.quantizeQ8(s, dst, x, nil, nil, n, K)
+}
+
+// SwiGLUQ8 records out = silu(gate) * up over n columns of K values (K a
+// multiple of 32), written both as f32 to out and in the q8 layout to dst:
+// decode's SwiGLU fused with the rounding of its result.
+func (k *Kernels) SwiGLUQ8(s *vk.Sequence, dst, out, gate, up vk.Binding, n, K int) error {
+	return k.quantizeQ8(s, dst, gate, &up, &out, n, K)
+}
+
+// quantizeQ8 records quantize_q8: of x alone, or (y and out not nil) of
+// silu(x) * y, also written to out.
+func (k *Kernels) quantizeQ8(s *vk.Sequence, dst, x vk.Binding, y, out *vk.Binding, n, K int) error {
 	if err := positive("quantize_q8", n, K); err != nil {
 		return err
 	}
 	if K%32 != 0 {
 		return fmt.Errorf("kernels: quantize_q8: rows of %d values: need a multiple of 32", K)
 	}
-	if err := need("quantize_q8 x", x, f32(n*K)); err != nil {
+	ins, op := []vk.Binding{x}, uint32(0)
+	yb, ob := vk.Binding{Buf: k.dummy}, vk.Binding{Buf: k.dummy}
+	if y != nil {
+		ins, op, yb, ob = []vk.Binding{x, *y, *out}, 1, *y, *out
+	}
+	for _, b := range ins {
+		if err := need("quantize_q8 operand", b, f32(n*K)); err != nil {
+			return err
+		}
+	}
+	if err := vec4Aligned("quantize_q8", ins...); err != nil {
 		return err
 	}
 	if err := need("quantize_q8 dst", dst, Q8Bytes(n, K)); err != nil {
 		return err
 	}
-	p, err := k.pipeline("quantize_q8", 2, 4, 0, Lanes)
+	p, err := k.pipeline("quantize_q8", 4, 4, 0, Lanes, op)
 	if err != nil {
 		return err
 	}
 	blocks := n * K / 32
 	gx, gy := k.grid(ceil(blocks, Lanes))
-	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(blocks)), gx, gy, 1)
+	if y != nil {
+		s.Label("swiglu")
+	}
+	s.Dispatch(p, []vk.Binding{dst, x, yb, ob}, vk.Push(uint32(blocks)), gx, gy, 1)
 	return nil
 }
 

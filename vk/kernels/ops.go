@@ -48,6 +48,36 @@ const normLanes = 1024
 // RMSNorm records dst[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for rows x
 // cols values; dst may be x.
 func (k *Kernels) RMSNorm(s *vk.Sequence, dst, x, w vk.Binding, rows, cols int, eps float32) error {
+	return k.rmsNorm(s, dst, nil, x, w, rows, cols, eps)
+}
+
+// RMSNormQ8 is RMSNorm that also writes dst in the q8 layout (as
+// QuantizeQ8 would) to q8, for cols a multiple of 32 and bindings at
+// multiples of 16 bytes.
+func (k *Kernels) RMSNormQ8(s *vk.Sequence, dst, q8, x, w vk.Binding, rows, cols int, eps float32) error {
+	if cols%32 != 0 {
+		return fmt.Errorf("kernels: rms_norm: rows of %d values: the q8 form needs a multiple of 32", cols)
+	}
+	if err := vec4Aligned("rms_norm", dst, x, w); err != nil {
+		return err
+	}
+	if err := need("rms_norm q8", q8, Q8Bytes(rows, cols)); err != nil {
+		return err
+	}
+	return k.rmsNorm(s, dst, &q8, x, w, rows, cols, eps)
+}
+
+// vec4Aligned checks that bindings a shader reads as vec4s start on 16 bytes.
+func vec4Aligned(op string, bs ...vk.Binding) error {
+	for _, b := range bs {
+		if b.Off%16 != 0 {
+			return fmt.Errorf("kernels: %s: binding at offset %d: need a multiple of 16", op, b.Off)
+		}
+	}
+	return nil
+}
+
+func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w vk.Binding, rows, cols int, eps float32) error {
 	if err := positive("rms_norm", rows, cols); err != nil {
 		return err
 	}
@@ -66,12 +96,16 @@ func (k *Kernels) RMSNorm(s *vk.Sequence, dst, x, w vk.Binding, rows, cols int, 
 	// 4096-wide row on an H100; with up to 1024 lanes each loads a handful
 	// of values. Narrow rows keep small workgroups.
 	lanes := min(k.info.MaxWorkgroupInvocations, normLanes, max(Lanes, ceil(cols, 4*Lanes)*Lanes))
-	p, err := k.pipeline("rms_norm", 3, 12, 0, uint32(lanes), k.subgroups(lanes))
+	q8b, withQ8 := vk.Binding{Buf: k.dummy}, uint32(0)
+	if q8 != nil {
+		q8b, withQ8 = *q8, 1
+	}
+	p, err := k.pipeline("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8)
 	if err != nil {
 		return err
 	}
 	gx, gy := k.grid(rows)
-	s.Dispatch(p, []vk.Binding{dst, x, w}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, x, w, q8b}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
 	return nil
 }
 

@@ -59,12 +59,18 @@ func TestEmbed(t *testing.T) {
 	}
 }
 
+// TestRMSNorm checks the plain kernel on awkward shapes and the q8 form
+// (which writes the 8-bit copy too) on rows that are whole blocks of 32.
 func TestRMSNorm(t *testing.T) {
 	k := setup(t)
-	for i, rc := range rowsCols {
+	cases := append([][2]int{}, rowsCols...)
+	q8From := len(cases)
+	cases = append(cases, [2]int{1, 4096}, [2]int{3, 96}, [2]int{8, 32}, [2]int{2, 14336})
+	for i, rc := range cases {
 		rows, cols := rc[0], rc[1]
 		inPlace := i%2 == 1
-		t.Run(fmt.Sprintf("%dx%d/inplace=%v", rows, cols, inPlace), func(t *testing.T) {
+		q8 := i >= q8From
+		t.Run(fmt.Sprintf("%dx%d/inplace=%v/q8=%v", rows, cols, inPlace, q8), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
 			x := normals(r, rows*cols, 3)
 			w := normals(r, cols, 1)
@@ -74,9 +80,17 @@ func TestRMSNorm(t *testing.T) {
 			if !inPlace {
 				db = buffer(t, f32(rows*cols), nil)
 			}
+			qb := buffer(t, Q8Bytes(rows, cols), nil)
 			run(t, func(s *vk.Sequence) error {
+				if q8 {
+					return k.RMSNormQ8(s, whole(db), whole(qb), whole(xb), whole(wb), rows, cols, eps)
+				}
 				return k.RMSNorm(s, whole(db), whole(xb), whole(wb), rows, cols, eps)
 			})
+			got := read(t, db, 0, rows*cols)
+			if q8 {
+				q8Values(t, readBytes(t, qb), got, rows, cols)
+			}
 			want, scale := make([]float64, rows*cols), make([]float64, rows*cols)
 			for r := 0; r < rows; r++ {
 				var ss float64
@@ -91,7 +105,7 @@ func TestRMSNorm(t *testing.T) {
 			}
 			// Relative to each value: the f32 sum of squares (cols terms,
 			// all positive) and inversesqrt (a few ulp on GPUs).
-			compare(t, "dst", read(t, db, 0, rows*cols), want, scale, 1e-5+4*math.Sqrt(float64(cols))*eps32)
+			compare(t, "dst", got, want, scale, 1e-5+4*math.Sqrt(float64(cols))*eps32)
 		})
 	}
 }

@@ -18,7 +18,7 @@ import (
 func q8Values(t *testing.T, raw []byte, x []float32, n, K int) []float32 {
 	t.Helper()
 	blocks := n * K / 32
-	got := make([]float32, n*K)
+	got := DecodeQ8(raw, n, K)
 	bad := 0
 	for b := 0; b < blocks; b++ {
 		d := math.Float32frombits(binary.LittleEndian.Uint32(raw[n*K+4*b:]))
@@ -31,7 +31,6 @@ func q8Values(t *testing.T, raw []byte, x []float32, n, K int) []float32 {
 		}
 		for i := 32 * b; i < 32*b+32; i++ {
 			q := int8(raw[i])
-			got[i] = float32(q) * d
 			// The x/d the shader rounds is within a few ulps of exact.
 			if q == -128 || math.Abs(float64(x[i])-float64(got[i])) > float64(d)*(0.5+1e-5) {
 				if bad++; bad <= 5 {
@@ -77,11 +76,42 @@ func quantizeOnGPU(t *testing.T, k *Kernels, x []float32, n, K int) []byte {
 	xb := floatBuffer(t, x)
 	qb := buffer(t, Q8Bytes(n, K), nil)
 	run(t, func(s *vk.Sequence) error { return k.QuantizeQ8(s, whole(qb), whole(xb), n, K) })
-	raw := make([]byte, Q8Bytes(n, K))
-	if err := qb.Read(0, raw); err != nil {
+	return readBytes(t, qb)
+}
+
+// readBytes returns the contents of b.
+func readBytes(t *testing.T, b *vk.Buffer) []byte {
+	t.Helper()
+	raw := make([]byte, b.Size())
+	if err := b.Read(0, raw); err != nil {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// TestSwiGLUQ8 checks decode's SwiGLU fused with rounding: the f32 result
+// against float64, its 8-bit copy against the f32 result.
+func TestSwiGLUQ8(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct{ n, K int }{{1, 14336}, {3, 96}, {8, 32}} {
+		t.Run(fmt.Sprintf("%dx%d", c.n, c.K), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.K)))
+			gate, up := normals(r, c.n*c.K, 4), normals(r, c.n*c.K, 1)
+			gb, ub := floatBuffer(t, gate), floatBuffer(t, up)
+			ob, qb := buffer(t, f32(c.n*c.K), nil), buffer(t, Q8Bytes(c.n, c.K), nil)
+			run(t, func(s *vk.Sequence) error {
+				return k.SwiGLUQ8(s, whole(qb), whole(ob), whole(gb), whole(ub), c.n, c.K)
+			})
+			got := read(t, ob, 0, c.n*c.K)
+			want, scale := make([]float64, len(got)), make([]float64, len(got))
+			for i, g := range gate {
+				want[i] = float64(g) / (1 + math.Exp(-float64(g))) * float64(up[i])
+				scale[i] = math.Abs(want[i])
+			}
+			compare(t, "out", got, want, scale, 1e-5) // exp and the quotient, a few ulps each
+			q8Values(t, readBytes(t, qb), got, c.n, c.K)
+		})
+	}
 }
 
 // TestMatVecQ8 checks the integer-dot matrix-vector kernel on every weight
