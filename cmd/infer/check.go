@@ -85,7 +85,7 @@ func checkCmd(args []string) error {
 				*tol = 3e-2
 			}
 		}
-		fmt.Fprintf(os.Stderr, "check: %s (decode products: %s) vs the CPU engine\n", e.Name(), describeIntDot(e.IntDot()))
+		fmt.Fprintf(os.Stderr, "check: %s (matrix products: %s) vs the CPU engine\n", e.Name(), describeIntDot(e.IntDot()))
 		return model.Load(f, e, opts)
 	})
 	if err != nil {

@@ -126,7 +126,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 					w, sg := e.Wave()
 					fmt.Fprint(os.Stderr, dev.Info().Report())
 					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
-					fmt.Fprintf(os.Stderr, "decode products: %s\n", describeIntDot(e.IntDot()))
+					fmt.Fprintf(os.Stderr, "matrix products: %s\n", describeIntDot(e.IntDot()))
 					fmt.Fprintln(os.Stderr, describeTuning(o.Tune))
 				}
 				return e, nil
@@ -193,7 +193,7 @@ func humanBytes(n uint64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-const intDotUsage = "decode's matrix-vector products on 8-bit activations and integer dot products: on, off or auto (on where the device runs them natively)"
+const intDotUsage = "matrix products on 8-bit activations and integer dot products: on, off or auto (on where the device runs them natively)"
 
 // parseIntDot reads --int-dot: nil for auto.
 func parseIntDot(s string) (*bool, error) {

@@ -24,10 +24,10 @@ type Options struct {
 	// PlainAttention uses the simple causal kernel instead of flash
 	// attention (llama-bench's -fa 0).
 	PlainAttention bool
-	// IntDot decides whether decode's matrix-vector products round their
-	// activations to 8 bits and use integer dot products (kernels.HasQ8
-	// weights): nil takes the device's default (kernels.DefaultQ8, where
-	// the packed dot product is native), else on or off.
+	// IntDot decides whether matrix products round their activations to 8
+	// bits and use integer dot products (kernels.HasQ8 weights): nil takes
+	// the device's default (kernels.DefaultQ8, where the packed dot product
+	// is native), else on or off.
 	IntDot *bool
 	// Tune holds measured kernel geometry for this device (infer tune);
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
@@ -80,7 +80,7 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	return e, nil
 }
 
-// IntDot reports whether decode's products take 8-bit activations (for the
+// IntDot reports whether matrix products take 8-bit activations (for the
 // weight types that have the integer path).
 func (e *Engine) IntDot() bool { return e.k.Q8 }
 

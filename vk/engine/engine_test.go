@@ -111,14 +111,14 @@ func TestMatchesCPU(t *testing.T) {
 			// quantized weights in shared memory as f16 (11-bit mantissas, as
 			// llama.cpp's Vulkan matmul does), about 1e-3 of the largest logit.
 			// ubatch 8: only matrix-vector batches, f32 throughout, under 1e-4.
-			// ubatch 8 with int-dot: the activations of quantized weights'
-			// products rounded to 8 bits, measured at up to 2% of the
-			// largest logit on these 64-wide models.
+			// int-dot: the activations of quantized weights' products
+			// rounded to 8 bits (tiled and matrix-vector kernels), measured
+			// at up to 2% of the largest logit on these 64-wide models.
 			for _, c := range []struct {
 				ub  int
 				o   engine.Options
 				tol float64
-			}{{16, engine.Options{}, 1.5e-3}, {8, engine.Options{}, 2e-4}, {8, intDot, 3e-2}} {
+			}{{16, engine.Options{}, 1.5e-3}, {8, engine.Options{}, 2e-4}, {16, intDot, 3e-2}, {8, intDot, 3e-2}} {
 				ref := cpu.New(0)
 				ref.F16KV = true
 				want, got := run(ref, c.ub), run(openWith(t, c.o), c.ub)

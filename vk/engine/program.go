@@ -147,8 +147,8 @@ func (p *program) Embed(dst, table backend.Tensor) {
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	d, a, g := act(dst), act(x), act(w)
 	if c := p.q8Out(d); c != nil {
-		// Decode: the result feeds matrix-vector products, which will
-		// want it in 8 bits; the norm writes that copy as well.
+		// The result feeds products, which will want it in 8 bits; the
+		// norm writes that copy as well.
 		p.op(bindings(a.b, g.b), bindings(d.b, c.b), func() error {
 			return p.e.k.RMSNormQ8(p.seq, d.b, c.b, a.b, g.b, d.rows, d.cols, eps)
 		})
@@ -162,8 +162,8 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
-	if p.useQ8(m, a) {
-		p.matVecQ8(d, m, a, nil)
+	if p.e.k.UseQ8(m.typ) {
+		p.productQ8(d, m, a, nil)
 		return
 	}
 	p.op(bindings(m.b, a.b), bindings(d.b), func() error {
@@ -183,20 +183,13 @@ func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 		p.Add(dst, r, p.prod)
 		return
 	}
-	if p.useQ8(m, a) {
-		p.matVecQ8(d, m, a, res)
+	if p.e.k.UseQ8(m.typ) {
+		p.productQ8(d, m, a, res)
 		return
 	}
 	p.op(bindings(m.b, a.b, res.b), bindings(d.b), func() error {
 		return p.e.k.MatVecAdd(p.seq, d.b, m.b, a.b, res.b, m.typ, a.rows, m.rows, m.cols)
 	})
-}
-
-// useQ8 says whether the product of w and the activations x runs on 8-bit
-// activations: decode (the matrix-vector kernel) with weights that have
-// the integer path, where the engine enables it.
-func (p *program) useQ8(w, x *tensor) bool {
-	return x.rows <= kernels.MaxMatVecCols && p.e.k.UseQ8(w.typ)
 }
 
 // q8Copy returns the 8-bit copy of activation t, made on first use; nil
@@ -216,21 +209,20 @@ func (p *program) q8Copy(t *tensor) *q8Copy {
 }
 
 // q8Out returns the 8-bit copy a kernel writing activation t should fill
-// as it goes, or nil where products take f32 activations: outside decode,
-// without the integer path, or for rows that are not whole blocks of 32
-// values.
+// as it goes, or nil where products take f32 activations: without the
+// integer path, or for rows that are not whole blocks of 32 values.
 func (p *program) q8Out(t *tensor) *q8Copy {
-	if t.rows > kernels.MaxMatVecCols || !p.e.k.Q8 || t.cols%32 != 0 || t.b.Off%16 != 0 {
+	if !p.e.k.Q8 || t.cols%32 != 0 || t.b.Off%16 != 0 {
 		return nil
 	}
 	return p.q8Copy(t)
 }
 
-// matVecQ8 records dst = w·x (+ r where r is not nil) on the 8-bit copy of
-// x, rounding x first unless a kernel since its last write already did (the
-// norm before the q, k and v projections writes it, and the first of those
-// products otherwise rounds it for all three).
-func (p *program) matVecQ8(d, m, a, r *tensor) {
+// productQ8 records dst = w·x (+ r where r is not nil, in decode) on the
+// 8-bit copy of x, rounding x first unless a kernel since its last write
+// already did (the norm before the q, k and v projections writes it, and
+// the first of those products otherwise rounds it for all three).
+func (p *program) productQ8(d, m, a, r *tensor) {
 	c := p.q8Copy(a)
 	if c == nil {
 		return
@@ -247,6 +239,12 @@ func (p *program) matVecQ8(d, m, a, r *tensor) {
 		reads, res = append(reads, r.b), &r.b
 	}
 	p.op(reads, bindings(d.b), func() error {
+		if a.rows > kernels.MaxMatVecCols {
+			if res != nil {
+				return fmt.Errorf("matmul_q8: no residual form (MatMulAdd adds it apart)")
+			}
+			return p.e.k.MatMulQ8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.TileQ8)
+		}
 		return p.e.k.MatVecQ8With(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVec)
 	})
 }
@@ -354,7 +352,7 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
 	d, g, u := act(dst), act(gate), act(up)
 	if c := p.q8Out(d); c != nil && g.b.Off%16 == 0 && u.b.Off%16 == 0 {
-		// Decode: the result feeds the down projection, in 8 bits.
+		// The result feeds the down projection, in 8 bits.
 		p.op(bindings(g.b, u.b), bindings(d.b, c.b), func() error {
 			return p.e.k.SwiGLUQ8(p.seq, c.b, d.b, g.b, u.b, d.rows, d.cols)
 		})

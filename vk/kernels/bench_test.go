@@ -172,8 +172,9 @@ func benchMatrices(b *testing.B, qt quant.Type, rows, K int, minBytes int64) []*
 }
 
 // BenchmarkMatMulQ4K reports the prefill kernel's rate in TFLOP/s (2*M*N*K
-// per product) for a 512-token batch through the Llama-3-8B FFN matrices.
-// With -sweep it tries several tile shapes.
+// per product) for a 512-token batch through the Llama-3-8B FFN matrices,
+// with f32 activations and, where the device has integer dot products,
+// 8-bit ones (q8, matmul_q8). With -sweep it tries several tile shapes.
 func BenchmarkMatMulQ4K(b *testing.B) {
 	k := benchSetup(b)
 	const n = 512
@@ -185,11 +186,15 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 			Tile{BM: 32, BN: 64, TM: 4, TN: 8, F16: true}, Tile{BM: 16, BN: 64, TM: 2, TN: 8},
 			Tile{BM: 13, BN: 13, TM: 1, TN: 1})
 	}
+	q8Tiles := []Tile{k.TileQ8}
+	if *sweep {
+		q8Tiles = append(q8Tiles, Q8Tiles...)
+	}
 	for _, dims := range benchShapes {
 		rows, K := dims[0], dims[1]
 		// Compute-bound: one matrix, which L2 may as well serve.
 		mats := benchMatrices(b, quant.Q4_K, rows, K, 0)
-		x, err := benchDev.NewBuffer(f32(n*K), false)
+		x, err := benchDev.NewBuffer(max(f32(n*K), Q8Bytes(n, K)), false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -197,15 +202,35 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		type variant struct {
+			tile Tile
+			q8   bool
+		}
+		var variants []variant
 		for _, tile := range tiles {
-			if k.checkTile(tile, quant.Q4_K) != nil {
-				continue // does not fit this device
+			if k.checkTile(tile, quant.Q4_K, tile.SharedBytes(quant.Q4_K)) == nil { // fits this device
+				variants = append(variants, variant{tile, false})
 			}
-			b.Run(fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, tile), func(b *testing.B) {
+		}
+		for _, tile := range q8Tiles {
+			if k.info.IntegerDot && k.checkTile(tile, quant.Q4_K, tile.Q8SharedBytes(quant.Q4_K)) == nil {
+				variants = append(variants, variant{tile, true})
+			}
+		}
+		for _, v := range variants {
+			name := fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, v.tile)
+			if v.q8 {
+				name = fmt.Sprintf("%dx%d/n%d/q8/%dx%d/%dx%d/k%d", rows, K, n, v.tile.BM, v.tile.BN, v.tile.TM, v.tile.TN, v.tile.q8Chunk(quant.Q4_K))
+			}
+			b.Run(name, func(b *testing.B) {
 				s := benchDev.NewSequence()
 				defer s.Free()
 				for i := range mats {
-					if err := k.MatMulTiled(s, whole(dst), whole(mats[i]), whole(x), quant.Q4_K, n, rows, K, tile); err != nil {
+					rec := k.MatMulTiled
+					if v.q8 {
+						rec = k.MatMulQ8
+					}
+					if err := rec(s, whole(dst), whole(mats[i]), whole(x), quant.Q4_K, n, rows, K, v.tile); err != nil {
 						b.Fatal(err)
 					}
 					s.Barrier()

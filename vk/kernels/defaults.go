@@ -20,19 +20,43 @@ var (
 	}
 )
 
-// Defaults returns the matrix-vector shape and the prefill tile for a
-// device with sharedMemory bytes of workgroup memory and at most
-// invocations per workgroup: the first preferred tile that fits every
-// weight type (K-quants need the most), else the smallest.
-func Defaults(sharedMemory, invocations int) (MatVecShape, Tile) {
+// Defaults returns the matrix-vector shape and the prefill tiles (f32 and
+// 8-bit activations) for a device with sharedMemory bytes of workgroup
+// memory and at most invocations per workgroup: of each list the first
+// preferred tile that fits every weight type (K-quants need the most),
+// else the smallest.
+func Defaults(sharedMemory, invocations int) (MatVecShape, Tile, Tile) {
 	mv := defaultMatVec
 	mv.Lanes = min(mv.Lanes, invocations)
-	for _, t := range defaultTiles {
-		if t.SharedBytes(quant.Q4_K) <= sharedMemory && t.Invocations() <= invocations {
-			return mv, t
+	pick := func(tiles []Tile, bytes func(Tile) int) Tile {
+		for _, t := range tiles {
+			if bytes(t) <= sharedMemory && t.Invocations() <= invocations {
+				return t
+			}
 		}
+		return tiles[len(tiles)-1]
 	}
-	return mv, defaultTiles[len(defaultTiles)-1]
+	return mv, pick(defaultTiles, func(t Tile) int { return t.SharedBytes(quant.Q4_K) }),
+		pick(defaultQ8Tiles, func(t Tile) int { return t.Q8SharedBytes(quant.Q4_K) })
+}
+
+// defaultQ8Tiles are matmul_q8's tiles in order of preference (KB is the
+// activation chunk, 0 meaning 64).
+var defaultQ8Tiles = []Tile{
+	{BM: 64, BN: 64, TM: 4, TN: 4},
+	{BM: 32, BN: 32, TM: 4, TN: 4},
+}
+
+// Q8Tiles are the matmul_q8 tiles a tuning sweep tries and TestMatMulQ8
+// checks beyond the defaults.
+var Q8Tiles = []Tile{
+	{BM: 64, BN: 64, TM: 4, TN: 4, KB: 32},
+	{BM: 64, BN: 128, TM: 4, TN: 8},
+	{BM: 64, BN: 64, TM: 8, TN: 8},
+	{BM: 64, BN: 64, TM: 4, TN: 8},
+	{BM: 32, BN: 64, TM: 4, TN: 8},
+	{BM: 32, BN: 128, TM: 4, TN: 8},
+	{BM: 16, BN: 64, TM: 2, TN: 8},
 }
 
 // WideTiles are the large-micro-tile candidates a tuning sweep tries beyond

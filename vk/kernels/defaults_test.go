@@ -32,16 +32,20 @@ func TestDefaults(t *testing.T) {
 		if d.MaxWorkgroupInvocations == 0 {
 			d.MaxWorkgroupInvocations = 1024 // what RADV reports on every RDNA card; this record lacks it
 		}
-		mv, tile := Defaults(d.SharedMemory, d.MaxWorkgroupInvocations)
+		mv, tile, tileQ8 := Defaults(d.SharedMemory, d.MaxWorkgroupInvocations)
 		if tile != c.want || tile.SharedBytes(quant.Q6_K) > d.SharedMemory || tile.Invocations() > d.MaxWorkgroupInvocations {
 			t.Errorf("%s (%d bytes shared, %d invocations): tile %v, want %v", c.file, d.SharedMemory, d.MaxWorkgroupInvocations, tile, c.want)
+		}
+		// The 64x64 8-bit tile fits 32 KiB exactly, so every device gets it.
+		if tileQ8 != defaultQ8Tiles[0] || tileQ8.Q8SharedBytes(quant.Q6_K) > d.SharedMemory {
+			t.Errorf("%s: 8-bit tile %v (%d bytes), want %v", c.file, tileQ8, tileQ8.Q8SharedBytes(quant.Q6_K), defaultQ8Tiles[0])
 		}
 		if mv != defaultMatVec {
 			t.Errorf("%s: matvec %v, want %v", c.file, mv, defaultMatVec)
 		}
 	}
 	// A device below the Vulkan minimums still gets a shape it can run.
-	if mv, tile := Defaults(16384, 128); mv.Lanes > 128 || tile != small {
-		t.Errorf("minimum device: %v %v", mv, tile)
+	if mv, tile, tileQ8 := Defaults(16384, 128); mv.Lanes > 128 || tile != small || tileQ8 != defaultQ8Tiles[len(defaultQ8Tiles)-1] {
+		t.Errorf("minimum device: %v %v %v", mv, tile, tileQ8)
 	}
 }

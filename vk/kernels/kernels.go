@@ -125,6 +125,25 @@ func (t Tile) SharedBytes(qt quant.Type) int {
 	return t.BM*(a+16) + t.BN*(b+16)
 }
 
+// q8Chunk is the activation chunk of matmul_q8 (KC): KB, 0 meaning 64,
+// never more than one weight tile.
+func (t Tile) q8Chunk(qt quant.Type) int {
+	kc := t.KB
+	if kc == 0 {
+		kc = 64
+	}
+	return min(kc, kTile(qt))
+}
+
+// Q8SharedBytes is the shared memory of the tile in matmul_q8 for weights
+// of type qt: per weight row a byte per value and an (a, c) pair per 16
+// values, per activation column a byte per value and a (d, sum) pair per 16,
+// each row of bytes padded by 16.
+func (t Tile) Q8SharedBytes(qt quant.Type) int {
+	au, bu := kTile(qt)/16, t.q8Chunk(qt)/16
+	return t.BM*((au+1)*16+au*8) + t.BN*((bu+1)*16+bu*8)
+}
+
 // Kernels records kernels for one device.
 type Kernels struct {
 	dev  *vk.Device
@@ -137,9 +156,10 @@ type Kernels struct {
 	// may change them between recordings.
 	MatVec MatVecShape
 	Tile   Tile
-	// Q8 makes decode's matrix-vector products take 8-bit activations
-	// (QuantizeQ8, MatVecQ8With) for the weight types that have them; the
-	// engine reads it (UseQ8).
+	TileQ8 Tile // MatMul's tile with 8-bit activations (MatMulQ8)
+	// Q8 makes matrix products take 8-bit activations (QuantizeQ8, then
+	// MatVecQ8With in decode and MatMulQ8 in prefill) for the weight types
+	// that have them; the engine reads it (UseQ8).
 	Q8 bool
 }
 
@@ -150,12 +170,12 @@ func New(d *vk.Device) (*Kernels, error) {
 		return nil, fmt.Errorf("kernels: %w", err)
 	}
 	info := d.Info()
-	mv, tile := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
-	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile,
+	mv, tile, tileQ8 := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
+	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile, TileQ8: tileQ8,
 		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}, nil
 }
 
-// UseQ8 says whether decode products with weights of type t take 8-bit
+// UseQ8 says whether products with weights of type t take 8-bit
 // activations.
 func (k *Kernels) UseQ8(t quant.Type) bool { return k.Q8 && HasQ8(t) }
 

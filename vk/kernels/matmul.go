@@ -235,7 +235,10 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	if err != nil {
 		return err
 	}
-	if err := k.checkTile(tile, t); err != nil {
+	if tile.KB != 0 && tile.KB != 16 && tile.KB != 32 && tile.KB != 64 {
+		return fmt.Errorf("kernels: matmul: tile %v: activation chunk %d, want 16, 32 or 64", tile, tile.KB)
+	}
+	if err := k.checkTile(tile, t, tile.SharedBytes(t)); err != nil {
 		return err
 	}
 	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
@@ -252,19 +255,55 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	return nil
 }
 
+// MatMulQ8 records the tiled product with 8-bit activations and integer
+// dot products (matmul_q8.comp): dst = W·x for n columns of activations xq
+// in the q8 layout (QuantizeQ8), weights of a type where HasQ8 holds. Of
+// the tile it uses BM, BN, TM, TN and KB (the activation chunk: 32 or 64,
+// 0 meaning 64).
+func (k *Kernels) MatMulQ8(s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, n, rows, K int, tile Tile) error {
+	if !HasQ8(t) {
+		return fmt.Errorf("kernels: matmul_q8: weights of type %s: %w", t, quant.ErrUnsupported)
+	}
+	if !k.info.IntegerDot {
+		return fmt.Errorf("kernels: matmul_q8: the device lacks the integer dot product feature")
+	}
+	rb, err := checkMatrix("matmul_q8", dst, w, xq, Q8Bytes(n, K), t, n, rows, K)
+	if err != nil {
+		return err
+	}
+	if tile.KB != 0 && tile.KB != 32 && tile.KB != 64 {
+		return fmt.Errorf("kernels: matmul_q8: tile %v: activation chunk %d, want 32 or 64", tile, tile.KB)
+	}
+	if err := k.checkTile(tile, t, tile.Q8SharedBytes(t)); err != nil {
+		return err
+	}
+	if w.Off%16 != 0 || xq.Off%16 != 0 {
+		return fmt.Errorf("kernels: matmul_q8: weights at offset %d, activations at %d: need multiples of 16", w.Off, xq.Off)
+	}
+	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
+	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
+		return fmt.Errorf("kernels: matmul_q8: %dx%d tiles exceed the device's workgroup grid", gx, gy)
+	}
+	p, err := k.pipeline("matmul_q8", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
+		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), uint32(tile.q8Chunk(t)))
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
+	s.Dispatch(p, []vk.Binding{dst, w, xq}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
+	return nil
+}
+
 // checkTile reports whether tile can run on this device for weights of type t.
-func (k *Kernels) checkTile(tile Tile, t quant.Type) error {
+func (k *Kernels) checkTile(tile Tile, t quant.Type, shared int) error {
 	if tile.BM < 1 || tile.BN < 1 || tile.TM < 1 || tile.TN < 1 || tile.BM%tile.TM != 0 || tile.BN%tile.TN != 0 {
 		return fmt.Errorf("kernels: matmul: tile %v: micro-tiles must divide the tile", tile)
-	}
-	if tile.KB != 0 && tile.KB != 16 && tile.KB != 32 && tile.KB != 64 {
-		return fmt.Errorf("kernels: matmul: tile %v: activation chunk %d, want 16, 32 or 64", tile, tile.KB)
 	}
 	if n := tile.Invocations(); n > k.info.MaxWorkgroupInvocations {
 		return fmt.Errorf("kernels: matmul: tile %v needs %d invocations, device allows %d", tile, n, k.info.MaxWorkgroupInvocations)
 	}
-	if b := tile.SharedBytes(t); b > k.info.SharedMemory {
-		return fmt.Errorf("kernels: matmul: tile %v needs %d bytes of shared memory for %s, device has %d", tile, b, t, k.info.SharedMemory)
+	if shared > k.info.SharedMemory {
+		return fmt.Errorf("kernels: matmul: tile %v needs %d bytes of shared memory for %s, device has %d", tile, shared, t, k.info.SharedMemory)
 	}
 	return nil
 }

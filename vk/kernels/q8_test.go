@@ -179,3 +179,75 @@ func testMatVecQ8(t *testing.T, k *Kernels, qt quant.Type, c matCase, sh MatVecS
 	})
 	compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
 }
+
+// TestMatMulQ8 checks the tiled product on 8-bit activations for every
+// weight type it takes, awkward row and column counts and every tile
+// shape: the defaults, then each candidate of Q8Tiles that fits the
+// device, against the float64 product of the exact weights with the
+// activations as rounded on the GPU.
+func TestMatMulQ8(t *testing.T) {
+	k := setup(t)
+	if !k.info.IntegerDot {
+		t.Skip("the device lacks integer dot products")
+	}
+	tiles := append([]Tile{k.TileQ8, {BM: 16, BN: 16, TM: 2, TN: 2}, {BM: 13, BN: 13, TM: 1, TN: 1},
+		{BM: 8, BN: 32, TM: 1, TN: 4, KB: 32}}, Q8Tiles...)
+	cases := []matCase{
+		{rows: 257, K: 1, n: 100}, // K is the index into kFor
+		{rows: 7, K: 3, n: 17},
+		{rows: 1025, K: 0, n: 9},
+		{rows: 255, K: 4, n: 100},
+		{rows: 1, K: 2, n: 9},
+	}
+	i := 0
+	for _, qt := range WeightTypes {
+		if !HasQ8(qt) {
+			continue
+		}
+		for _, c := range cases {
+			c.K = kFor(qt)[c.K]
+			tile := tiles[i%len(tiles)]
+			i++
+			for tile.Q8SharedBytes(qt) > k.info.SharedMemory || tile.Invocations() > k.info.MaxWorkgroupInvocations {
+				tile = tiles[i%len(tiles)] // does not fit this device: the next
+				i++
+			}
+			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%dx%d/%dx%d/k%d", qt, c.rows, c.K, c.n, tile.BM, tile.BN, tile.TM, tile.TN, tile.q8Chunk(qt)), func(t *testing.T) {
+				testQ8Product(t, k, qt, c, func(s *vk.Sequence, dst, w, xq vk.Binding) error {
+					return k.MatMulQ8(s, dst, w, xq, qt, c.n, c.rows, c.K, tile)
+				})
+			})
+		}
+	}
+	if err := k.MatMulQ8(nil, whole(kern.dummy), whole(kern.dummy), whole(kern.dummy), quant.F32, 1, 1, 32, k.TileQ8); err == nil {
+		t.Error("F32 weights were accepted")
+	}
+}
+
+// testQ8Product runs rec (a product on 8-bit activations) on case c and
+// compares dst with the float64 product of the exact weights and the
+// activations as QuantizeQ8 rounded them.
+func testQ8Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, rec func(s *vk.Sequence, dst, w, xq vk.Binding) error) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
+	raw, deq := quantized(t, r, qt, c.rows, c.K)
+	x := normals(r, c.n*c.K, 1)
+	xq := q8Values(t, quantizeOnGPU(t, k, x, c.n, c.K), x, c.n, c.K)
+	want, scale := matRef(deq, xq, c.n, c.rows, c.K)
+	const wOff = 256
+	wb := buffer(t, wOff+int64(len(raw)), nil)
+	if err := wb.Write(wOff, pad4(raw)); err != nil {
+		t.Fatal(err)
+	}
+	xb := floatBuffer(t, x)
+	qb := buffer(t, Q8Bytes(c.n, c.K), nil)
+	db := buffer(t, f32(c.n*c.rows), nil)
+	run(t, func(s *vk.Sequence) error {
+		if err := k.QuantizeQ8(s, whole(qb), whole(xb), c.n, c.K); err != nil {
+			return err
+		}
+		s.Barrier()
+		return rec(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(qb))
+	})
+	compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
+}
