@@ -10,20 +10,22 @@ import (
 
 // TestDefaults picks the built-in shapes for recorded devices: the 64x64
 // tile where workgroup memory holds it (48 KiB on NVIDIA, 64 KiB on AMD),
-// 32x32 on lavapipe's 32 KiB; every choice fits its device.
+// 32x32 on lavapipe's 32 KiB, and for 8-bit activations 64x128 (39 KiB)
+// and 32x128; every choice fits its device.
 func TestDefaults(t *testing.T) {
 	big, small := defaultTiles[0], defaultTiles[len(defaultTiles)-1]
+	big8, small8 := defaultQ8Tiles[0], defaultQ8Tiles[1]
 	for _, c := range []struct {
-		file string
-		want Tile
+		file         string
+		want, wantQ8 Tile
 	}{
-		{"nvidia-h200-proprietary.json", big},
-		{"nvidia-rtx2070-nvidia-linux.json", big},
-		{"amd-rx7900xtx-radv.json", big},
-		{"amd-rx580-radv.json", big},
-		{"intel-arc-a770-anv.json", big},
-		{"lavapipe-mesa22.json", small},
-		{"cpu-llvmpipe-lavapipe.json", small},
+		{"nvidia-h200-proprietary.json", big, big8},
+		{"nvidia-rtx2070-nvidia-linux.json", big, big8},
+		{"amd-rx7900xtx-radv.json", big, big8},
+		{"amd-rx580-radv.json", big, big8},
+		{"intel-arc-a770-anv.json", big, big8},
+		{"lavapipe-mesa22.json", small, small8},
+		{"cpu-llvmpipe-lavapipe.json", small, small8},
 	} {
 		d, err := attention.LoadDevice(filepath.Join("..", "..", "..", "shared", "testdata", "devices", c.file))
 		if err != nil {
@@ -36,9 +38,8 @@ func TestDefaults(t *testing.T) {
 		if tile != c.want || tile.SharedBytes(quant.Q6_K) > d.SharedMemory || tile.Invocations() > d.MaxWorkgroupInvocations {
 			t.Errorf("%s (%d bytes shared, %d invocations): tile %v, want %v", c.file, d.SharedMemory, d.MaxWorkgroupInvocations, tile, c.want)
 		}
-		// The 64x64 8-bit tile fits 32 KiB exactly, so every device gets it.
-		if tileQ8 != defaultQ8Tiles[0] || tileQ8.Q8SharedBytes(quant.Q6_K) > d.SharedMemory {
-			t.Errorf("%s: 8-bit tile %v (%d bytes), want %v", c.file, tileQ8, tileQ8.Q8SharedBytes(quant.Q6_K), defaultQ8Tiles[0])
+		if tileQ8 != c.wantQ8 || tileQ8.Q8SharedBytes(quant.Q6_K) > d.SharedMemory {
+			t.Errorf("%s: 8-bit tile %v (%d bytes), want %v", c.file, tileQ8, tileQ8.Q8SharedBytes(quant.Q6_K), c.wantQ8)
 		}
 		if mv != defaultMatVec {
 			t.Errorf("%s: matvec %v, want %v", c.file, mv, defaultMatVec)
