@@ -82,6 +82,10 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 			modes = append(modes, true)
 		}
 		for _, q8 := range modes {
+			shapes := shapes
+			if q8 {
+				shapes = append([]MatVecShape{k.MatVecQ8For(K)}, shapes[1:]...)
+			}
 			for _, sh := range shapes {
 				name := fmt.Sprintf("%dx%d/%s", rows, K, sh)
 				if q8 {

@@ -10,7 +10,7 @@ import (
 
 // TestDefaults picks the built-in shapes for recorded devices: the 64x64
 // tile where workgroup memory holds it (48 KiB on NVIDIA, 64 KiB on AMD),
-// 32x32 on lavapipe's 32 KiB, and for 8-bit activations 64x128 (39 KiB)
+// 32x32 on lavapipe's 32 KiB, and for 8-bit activations 32x256 (41 KiB)
 // and 32x128; every choice fits its device.
 func TestDefaults(t *testing.T) {
 	big, small := defaultTiles[0], defaultTiles[len(defaultTiles)-1]
@@ -48,5 +48,16 @@ func TestDefaults(t *testing.T) {
 	// A device below the Vulkan minimums still gets a shape it can run.
 	if mv, tile, tileQ8 := Defaults(16384, 128); mv.Lanes > 128 || tile != small || tileQ8 != defaultQ8Tiles[len(defaultQ8Tiles)-1] {
 		t.Errorf("minimum device: %v %v %v", mv, tile, tileQ8)
+	}
+}
+
+// TestMatVecLanes sizes the 8-bit matrix-vector workgroups by row length.
+func TestMatVecLanes(t *testing.T) {
+	for _, c := range []struct{ K, max, want int }{
+		{32, 1024, 32}, {4096, 1024, 32}, {5120, 1024, 32}, {8192, 1024, 64}, {14336, 1024, 128}, {65536, 1024, 128}, {14336, 64, 64},
+	} {
+		if got := matVecLanes(c.K, c.max); got != c.want {
+			t.Errorf("K %d (at most %d invocations): %d lanes, want %d", c.K, c.max, got, c.want)
+		}
 	}
 }

@@ -157,6 +157,9 @@ type Kernels struct {
 	MatVec MatVecShape
 	Tile   Tile
 	TileQ8 Tile // MatMul's tile with 8-bit activations (MatMulQ8)
+	// MatVecQ8 is the shape of the 8-bit matrix-vector product; Lanes 0
+	// sizes the workgroup by the row length (MatVecQ8For).
+	MatVecQ8 MatVecShape
 	// Q8 makes matrix products take 8-bit activations (QuantizeQ8, then
 	// MatVecQ8With in decode and MatMulQ8 in prefill) for the weight types
 	// that have them; the engine reads it (UseQ8).
@@ -171,8 +174,27 @@ func New(d *vk.Device) (*Kernels, error) {
 	}
 	info := d.Info()
 	mv, tile, tileQ8 := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
-	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile, TileQ8: tileQ8,
+	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile, TileQ8: tileQ8, MatVecQ8: defaultMatVecQ8,
 		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}, nil
+}
+
+// MatVecQ8For is the shape of the 8-bit matrix-vector product over rows of
+// K values: k.MatVecQ8, where Lanes 0 means the fewest of 32, 64 or 128
+// lanes that leave each at most five 32-value slices of a row.
+func (k *Kernels) MatVecQ8For(K int) MatVecShape {
+	sh := k.MatVecQ8
+	if sh.Lanes == 0 {
+		sh.Lanes = matVecLanes(K, k.info.MaxWorkgroupInvocations)
+	}
+	return sh
+}
+
+func matVecLanes(K, maxInvocations int) int {
+	lanes := 32
+	for lanes < 128 && K/32 > 5*lanes {
+		lanes *= 2
+	}
+	return min(lanes, maxInvocations)
 }
 
 // UseQ8 says whether products with weights of type t take 8-bit
