@@ -27,6 +27,9 @@ type Prefs struct {
 	Br     int // query positions per workgroup: 1, 8 or 16
 	Bc     int // keys per tile: 8, 16, 32 or 64
 	Splits int // KV splits per query block (1 = no split-k), at most MaxSplits
+	// NoStage keeps K and V out of shared memory (Plan.Stage) where the
+	// policy would stage them.
+	NoStage bool
 }
 
 // MaxSplits bounds the split-k count: the reduce pass reads every split's
@@ -55,6 +58,10 @@ type Plan struct {
 	RowSlots    int // power of two >= Rows(), at most Wave.W
 	LanesPerRow int // Wave.W / RowSlots
 	Chunk       int // f16 values per load: 8, 4 or 2
+	// Stage converts each tile's K, then V, once into shared memory as
+	// f32 for all the workgroup's rows, instead of every row slot loading
+	// and converting its own copy.
+	Stage       bool
 	SharedBytes int // shared memory the kernel declares
 }
 
@@ -79,8 +86,12 @@ func (p Plan) Workgroups(s Shape) (x, y, z int) {
 }
 
 func (p Plan) String() string {
-	return fmt.Sprintf("%s Br=%d heads/wg=%d Bc=%d splits=%d rows=%d×%d lanes chunk=%d shared=%dB",
-		p.Wave, p.Br, p.Heads, p.Bc, p.Splits, p.RowSlots, p.LanesPerRow, p.Chunk, p.SharedBytes)
+	stage := ""
+	if p.Stage {
+		stage = " staged"
+	}
+	return fmt.Sprintf("%s Br=%d heads/wg=%d Bc=%d splits=%d rows=%d×%d lanes chunk=%d%s shared=%dB",
+		p.Wave, p.Br, p.Heads, p.Bc, p.Splits, p.RowSlots, p.LanesPerRow, p.Chunk, stage, p.SharedBytes)
 }
 
 // Register budget: Q and O of a row take DimsPerLane floats each per lane.
@@ -178,6 +189,14 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if p.Bc != 8 && p.Bc != 16 && p.Bc != 32 && p.Bc != 64 {
 		return Plan{}, fmt.Errorf("attention: Bc %d (want 8, 16, 32 or 64)", p.Bc)
 	}
+	// Staging pays where several positions share a tile (prefill); decode
+	// is bound by the latency of a tile's loads, which the staging pass
+	// lengthens.
+	if p.Br > 1 && !pref.NoStage {
+		staged := p
+		staged.Stage = true
+		p.Stage = staged.sharedBytes() <= dev.sharedMemory()
+	}
 	p.SharedBytes = p.sharedBytes()
 	if p.SharedBytes > dev.sharedMemory() {
 		return Plan{}, fmt.Errorf("attention: %d bytes of shared memory, device has %d", p.SharedBytes, dev.sharedMemory())
@@ -212,9 +231,12 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 // sharedBytes mirrors the kernel's shared declarations: the tile's scores
 // per row slot (stride Bc+1); the mask tile with its padded stride (Br+1)
 // and one liveness flag per subgroup when a mask is bound; one partial sum
-// per key and subgroup when rows span subgroups.
+// per key and subgroup when rows span subgroups; the staged K or V tile.
 func (p Plan) sharedBytes() int {
 	n := 4 * p.RowSlots * (p.Bc + 1)
+	if p.Stage {
+		n += 4 * p.Bc * p.HeadDim
+	}
 	sgs := p.Wave.W / p.Wave.Subgroup
 	if p.Mask {
 		n += 4 * (p.Bc*(p.Br+1) + sgs)

@@ -199,3 +199,39 @@ func TestPlanH200Prefill(t *testing.T) {
 		t.Errorf("unknown SM count: %v %v, want no split", p, err)
 	}
 }
+
+// TestPlanStage stages K and V in shared memory for prefill where the tile
+// fits, never for decode, and not when asked not to.
+func TestPlanStage(t *testing.T) {
+	dev := load(t, "nvidia-h200-proprietary.json")
+	w := wave(t, dev, 64)
+	for _, c := range []struct {
+		name  string
+		s     Shape
+		pref  Prefs
+		stage bool
+	}{
+		{"prefill", llama3(512, 16384), Prefs{}, true},
+		{"prefill 7", llama3(7, 16384), Prefs{}, true},
+		{"decode", llama3(1, 16384), Prefs{}, false},
+		{"prefill, not staged", llama3(512, 16384), Prefs{NoStage: true}, false},
+	} {
+		p, err := PlanFor(dev, w, c.s, c.pref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Stage != c.stage {
+			t.Errorf("%s: %v, want staged %v", c.name, p, c.stage)
+		}
+		// The staged tile is Bc keys × 128 dims of f32.
+		if unstaged, _ := PlanFor(dev, w, c.s, Prefs{NoStage: true}); p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
+			t.Errorf("%s: %d bytes of shared memory, unstaged %d", c.name, p.SharedBytes, unstaged.SharedBytes)
+		}
+	}
+	// A device with room for the scores but not the tile runs unstaged.
+	small := dev
+	small.SharedMemory = 4096
+	if p, err := PlanFor(small, w, llama3(512, 16384), Prefs{}); err != nil || p.Stage {
+		t.Errorf("4 KiB of shared memory: %v %v, want unstaged", p, err)
+	}
+}

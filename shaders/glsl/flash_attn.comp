@@ -28,6 +28,14 @@
 // one query row and the slots reading one key for consecutive rows hit
 // distinct banks. Tiles where every entry is masked are skipped.
 //
+// Staging (STAGE, prefill): with BR positions per workgroup every K and V
+// value would be loaded and converted by each of the workgroup's row slots.
+// Instead the workgroup converts the tile's K rows once into shared memory
+// as f32 (kvs), the slots read their dims from there (lanes reading the
+// same dims of one key get one broadcast), and V then reuses the space.
+// Conversion was three integer instructions per value and slot, more than
+// the multiply-adds it fed.
+//
 // Split-k: gl_NumWorkGroups.z splits share each row's KV range, each taking
 // a contiguous run of whole tiles derived from pos at run time. With SPLIT a
 // split writes its unnormalised O with (m, l), m in log2 units; an empty split
@@ -50,6 +58,7 @@ layout(constant_id = 6) const uint RL = 4;       // row slots: power of two >= B
 layout(constant_id = 7) const uint CH = 8;       // f16 values per load: 8, 4 or 2
 layout(constant_id = 8) const bool MASK = false; // additive mask bound
 layout(constant_id = 9) const bool SPLIT = false;// write split partials
+layout(constant_id = 10) const bool STAGE = false;// K and V tiles converted once into shared memory
 
 layout(local_size_x_id = 1) in;
 
@@ -108,6 +117,7 @@ shared float red[RED];
 shared float sc[RL * SCS]; // masked scores of the tile, per row slot
 shared float mtile[MT];
 shared uint mlive[NSG];
+shared vec2 kvs[STAGE ? BC * D / 2 : 1]; // the tile's K, then V, as f32 pairs (STAGE)
 
 // e indexes f16 values and is a multiple of CH; the branches on CH fold away
 // at specialization.
@@ -136,6 +146,20 @@ const float KV_SCALE = 5.192296858534828e33; // 2^112
 vec2 kv2f(uint w) {
     return uintBitsToFloat(uvec2(((w << 13) & 0x0FFFE000u) | ((w << 16) & 0x80000000u),
                                  ((w >> 3) & 0x0FFFE000u) | (w & 0x80000000u)));
+}
+
+// stage_tile converts the K (or V) rows of keys t..t+BC-1 into kvs, keys
+// from ke on repeating the last valid one (they are masked).
+void stage_tile(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
+    for (uint e = lane; e < BC * NCHUNK; e += W) {
+        const uint c = e / NCHUNK;
+        const uint ci = e % NCHUNK;
+        const uint base = min(t + c, ke - 1) * kv_stride + kv_off + ci * CH;
+        const uvec4 w = v ? load_v(base) : load_k(base);
+        [[unroll]] for (uint i = 0; i < HALF; i++) {
+            kvs[(c * D + ci * CH) / 2 + i] = kv2f(w[i]);
+        }
+    }
 }
 
 // The score of key t+c for query row qi (log2 units) after the mask, or the
@@ -207,7 +231,7 @@ void main() {
 
     for (uint t = kb; t < ke; t += BC) {
         // The previous tile's reads of shared memory are done.
-        if (MASK || XSG) {
+        if (MASK || XSG || STAGE) {
             barrier();
         } else {
             subgroupBarrier();
@@ -246,6 +270,12 @@ void main() {
             }
         }
 
+        if (STAGE) {
+            stage_tile(false, lane, t, ke, kv_stride, kv_off);
+            memoryBarrierShared();
+            barrier();
+        }
+
         // Scores q·k of the tile's keys, KU keys at a time: each lane sums
         // its dims, then the row's DL lanes reduce. Keys past ke load the
         // last valid key (no branch around the loads) and are masked.
@@ -256,7 +286,11 @@ void main() {
                 float acc = 0.0;
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
-                    if (ci < NCHUNK) {
+                    if (ci < NCHUNK && STAGE) {
+                        [[unroll]] for (uint i = 0; i < HALF; i++) {
+                            acc += dot(q[j * HALF + i], kvs[((c0 + u) * D + ci * CH) / 2 + i]);
+                        }
+                    } else if (ci < NCHUNK) {
                         const uvec4 k = load_k(kbase + ci * CH);
                         [[unroll]] for (uint i = 0; i < HALF; i++) {
                             acc += dot(q[j * HALF + i], kv2f(k[i]));
@@ -304,6 +338,13 @@ void main() {
             subgroupBarrier();
         }
 
+        if (STAGE) {
+            barrier(); // every slot has read the tile's K
+            stage_tile(true, lane, t, ke, kv_stride, kv_off);
+            memoryBarrierShared();
+            barrier();
+        }
+
         // Online softmax: rescale by the new running max, then add the tile.
         float tmax = NEG;
         [[unroll]] for (uint c = 0; c < BC; c++) {
@@ -328,7 +369,11 @@ void main() {
                 const uint vbase = min(t + c, ke - 1) * kv_stride + kv_off;
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
-                    if (ci < NCHUNK) {
+                    if (ci < NCHUNK && STAGE) {
+                        [[unroll]] for (uint i = 0; i < HALF; i++) {
+                            o[j * HALF + i] += pv * kvs[(c * D + ci * CH) / 2 + i];
+                        }
+                    } else if (ci < NCHUNK) {
                         const uvec4 v = load_v(vbase + ci * CH);
                         [[unroll]] for (uint i = 0; i < HALF; i++) {
                             o[j * HALF + i] += pv * kv2f(v[i]);

@@ -83,7 +83,7 @@ type FlashAttn struct {
 type pipeKey struct {
 	name string
 	sg   int
-	spec [10]uint32
+	spec [11]uint32
 }
 
 // Device converts the runtime's device report into the policy's view.
@@ -193,7 +193,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 
 	main, err := f.pipeline("flash_attn", 7, 20, p.Wave,
 		uint32(p.HeadDim), uint32(p.Wave.W), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.RowSlots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1))
+		uint32(p.Bc), uint32(p.RowSlots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage))
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,8 @@ const nanRows = 5
 // variant is the geometry a problem runs with.
 type variant struct {
 	br, wave int
-	splits   int // 1: no split-k
+	splits   int  // 1: no split-k
+	noStage  bool // Br 8 and 16 without staging K and V in shared memory
 }
 
 // tc is one kernel configuration: a problem and a geometry.
@@ -85,6 +86,9 @@ func (c tc) String() string {
 	}
 	if c.past > 0 {
 		s += fmt.Sprintf("/past%d", c.past)
+	}
+	if c.noStage {
+		s += "/unstaged"
 	}
 	return s
 }
@@ -172,7 +176,7 @@ func TestFlashAttn(t *testing.T) {
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, NoStage: c.noStage}}); err != nil {
 				t.Fatal(err)
 			}
 			defer fa.Close()
@@ -185,10 +189,10 @@ func TestFlashAttn(t *testing.T) {
 	}
 
 	var (
-		mu               sync.Mutex
-		compared, failed int
-		worst            float64
-		worstCase        tc
+		mu                       sync.Mutex
+		compared, failed, staged int
+		worst                    float64
+		worstCase                tc
 	)
 	start := time.Now()
 	refs := references(cases)
@@ -211,6 +215,9 @@ func TestFlashAttn(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					compared++
+					if r.plan.Stage {
+						staged++
+					}
 					if err != nil {
 						failed++
 						if failed <= 20 {
@@ -229,8 +236,11 @@ func TestFlashAttn(t *testing.T) {
 	if compared != len(cases) {
 		t.Errorf("compared %d of %d cases", compared, len(cases))
 	}
-	t.Logf("%d combinations: %d compared in %v, %d failed, worst relative error %.2e (%v); %d impossible (more queries than keys), each rejected by the plan",
-		len(all), compared, time.Since(start).Round(time.Millisecond), failed, worst, worstCase, len(impossible))
+	if staged == 0 {
+		t.Error("no case staged K and V in shared memory")
+	}
+	t.Logf("%d combinations: %d compared (%d staged) in %v, %d failed, worst relative error %.2e (%v); %d impossible (more queries than keys), each rejected by the plan",
+		len(all), compared, staged, time.Since(start).Round(time.Millisecond), failed, worst, worstCase, len(impossible))
 }
 
 // TestFlashAttnCatchesCorruption shows that the comparison TestFlashAttn
@@ -244,11 +254,11 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	for _, br := range axisBr {
 		for _, w := range axisWave {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, w, s}})
+				cases = append(cases, tc{in, variant{br, w, s, false}})
 			}
 		}
 	}
-	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3}})
+	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, false}})
 	r := rand.New(rand.NewPCG(7, 7))
 	tamper := func(i int, c tc, out vk.Binding) error {
 		at := out.Off + 4*int64(r.IntN(c.queries*c.heads()*c.dim))
@@ -275,7 +285,7 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	}
 
 	// Every position of one output: the comparison covers all of them.
-	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1}}
+	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, false}}
 	runCases(t, d, []tc{small}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -296,8 +306,8 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 // or that ignores the mask, fails.
 func TestFlashAttnTeeth(t *testing.T) {
 	d := setup(t)
-	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1}}
-	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1}}
+	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, false}}
+	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, false}}
 	runCases(t, d, []tc{causal, masked}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -326,7 +336,7 @@ func TestFlashAttnTeeth(t *testing.T) {
 // past it are NaN, so a read would show).
 func TestFlashAttnPastContext(t *testing.T) {
 	in := inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 90, queries: 16, past: 10}
-	expect(t, []tc{{in, variant{8, 32, 1}}, {in, variant{8, 32, 3}}})
+	expect(t, []tc{{in, variant{8, 32, 1, false}}, {in, variant{8, 32, 3, false}}})
 }
 
 // TestFlashAttnKVHeads runs problems with several KV heads, which the full
@@ -341,9 +351,12 @@ func TestFlashAttnKVHeads(t *testing.T) {
 	} {
 		for _, br := range axisBr {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, 32, s}}, tc{in, variant{br, 64, s}})
+				cases = append(cases, tc{in, variant{br, 32, s, false}}, tc{in, variant{br, 64, s, false}})
 			}
 		}
+		// Prefill rows also load K and V per row slot where shared memory
+		// cannot hold a staged tile.
+		cases = append(cases, tc{in, variant{8, 32, 1, true}}, tc{in, variant{16, 64, 3, true}})
 	}
 	expect(t, cases)
 }
@@ -353,9 +366,9 @@ func TestFlashAttnKVHeads(t *testing.T) {
 // empty at the shorter lengths.
 func TestFlashAttnManySplits(t *testing.T) {
 	expect(t, []tc{
-		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40}},
-		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits}},
-		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits}},
+		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, false}},
+		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, false}},
+		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, false}},
 	})
 }
 
@@ -556,7 +569,7 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, NoStage: c.noStage}}); err != nil {
 				t.Fatalf("%v: %v", c, err)
 			}
 			fas[c.variant] = fa
