@@ -201,7 +201,7 @@ func TestPlanH200Prefill(t *testing.T) {
 }
 
 // TestPlanStage stages K and V in shared memory for prefill where the tile
-// fits, never for decode, and not when asked not to.
+// fits, for decode only when asked to, and not when asked not to.
 func TestPlanStage(t *testing.T) {
 	dev := load(t, "nvidia-h200-proprietary.json")
 	w := wave(t, dev, 64)
@@ -214,7 +214,9 @@ func TestPlanStage(t *testing.T) {
 		{"prefill", llama3(512, 16384), Prefs{}, true},
 		{"prefill 7", llama3(7, 16384), Prefs{}, true},
 		{"decode", llama3(1, 16384), Prefs{}, false},
-		{"prefill, not staged", llama3(512, 16384), Prefs{NoStage: true}, false},
+		{"decode, short context", llama3(1, 640), Prefs{}, false},
+		{"decode, staged", llama3(1, 16384), Prefs{Stage: StageOn}, true},
+		{"prefill, not staged", llama3(512, 16384), Prefs{Stage: StageOff}, false},
 	} {
 		p, err := PlanFor(dev, w, c.s, c.pref)
 		if err != nil {
@@ -224,7 +226,7 @@ func TestPlanStage(t *testing.T) {
 			t.Errorf("%s: %v, want staged %v", c.name, p, c.stage)
 		}
 		// The staged tile is Bc keys × 128 dims of f32.
-		if unstaged, _ := PlanFor(dev, w, c.s, Prefs{NoStage: true}); p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
+		if unstaged, _ := PlanFor(dev, w, c.s, Prefs{Stage: StageOff}); p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
 			t.Errorf("%s: %d bytes of shared memory, unstaged %d", c.name, p.SharedBytes, unstaged.SharedBytes)
 		}
 	}

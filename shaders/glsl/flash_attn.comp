@@ -117,7 +117,10 @@ shared float red[RED];
 shared float sc[RL * SCS]; // masked scores of the tile, per row slot
 shared float mtile[MT];
 shared uint mlive[NSG];
-shared vec2 kvs[STAGE ? BC * D / 2 : 1]; // the tile's K, then V, as f32 pairs (STAGE)
+// The tile's K, then V, as f32 (STAGE), read 16 bytes at a time: with 8-byte
+// reads a lane issued one shared load per two multiply-adds, more than the
+// load units serve.
+shared vec4 kvs[STAGE ? BC * D / 4 : 1];
 
 // e indexes f16 values and is a multiple of CH; the branches on CH fold away
 // at specialization.
@@ -151,15 +154,33 @@ vec2 kv2f(uint w) {
 // stage_tile converts the K (or V) rows of keys t..t+BC-1 into kvs, keys
 // from ke on repeating the last valid one (they are masked).
 void stage_tile(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
-    for (uint e = lane; e < BC * NCHUNK; e += W) {
-        const uint c = e / NCHUNK;
-        const uint ci = e % NCHUNK;
+    for (uint it = lane; it < BC * NCHUNK; it += W) {
+        const uint c = it / NCHUNK;
+        const uint ci = it % NCHUNK;
         const uint base = min(t + c, ke - 1) * kv_stride + kv_off + ci * CH;
         const uvec4 w = v ? load_v(base) : load_k(base);
-        [[unroll]] for (uint i = 0; i < HALF; i++) {
-            kvs[(c * D + ci * CH) / 2 + i] = kv2f(w[i]);
+        const uint e = c * D + ci * CH; // a multiple of CH
+        if (CH == 2) {
+            const vec2 x = kv2f(w[0]);
+            if ((e & 2u) == 0u) {
+                kvs[e / 4].xy = x;
+            } else {
+                kvs[e / 4].zw = x;
+            }
+        } else {
+            [[unroll]] for (uint i = 0; i < HALF; i += 2) {
+                kvs[e / 4 + i / 2] = vec4(kv2f(w[i]), kv2f(w[i + 1]));
+            }
         }
     }
+}
+
+// kv_pairs returns the staged pairs i and i+1 of chunk ci of key c (pair
+// i+1 only when the chunk has one: CH >= 4).
+vec4 kv_pairs(uint c, uint ci, uint i) {
+    const uint e = c * D + ci * CH + 2 * i;
+    const vec4 x = kvs[e / 4];
+    return CH == 2 && (e & 2u) != 0u ? vec4(x.zw, 0.0, 0.0) : x;
 }
 
 // The score of key t+c for query row qi (log2 units) after the mask, or the
@@ -287,8 +308,12 @@ void main() {
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
                     if (ci < NCHUNK && STAGE) {
-                        [[unroll]] for (uint i = 0; i < HALF; i++) {
-                            acc += dot(q[j * HALF + i], kvs[((c0 + u) * D + ci * CH) / 2 + i]);
+                        [[unroll]] for (uint i = 0; i < HALF; i += 2) {
+                            const vec4 k = kv_pairs(c0 + u, ci, i);
+                            acc += dot(q[j * HALF + i], k.xy);
+                            if (i + 1 < HALF) {
+                                acc += dot(q[j * HALF + i + 1], k.zw);
+                            }
                         }
                     } else if (ci < NCHUNK) {
                         const uvec4 k = load_k(kbase + ci * CH);
@@ -370,8 +395,12 @@ void main() {
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
                     if (ci < NCHUNK && STAGE) {
-                        [[unroll]] for (uint i = 0; i < HALF; i++) {
-                            o[j * HALF + i] += pv * kvs[(c * D + ci * CH) / 2 + i];
+                        [[unroll]] for (uint i = 0; i < HALF; i += 2) {
+                            const vec4 v = kv_pairs(c, ci, i);
+                            o[j * HALF + i] += pv * v.xy;
+                            if (i + 1 < HALF) {
+                                o[j * HALF + i + 1] += pv * v.zw;
+                            }
                         }
                     } else if (ci < NCHUNK) {
                         const uvec4 v = load_v(vbase + ci * CH);

@@ -66,8 +66,8 @@ const nanRows = 5
 // variant is the geometry a problem runs with.
 type variant struct {
 	br, wave int
-	splits   int  // 1: no split-k
-	noStage  bool // Br 8 and 16 without staging K and V in shared memory
+	splits   int                 // 1: no split-k
+	stage    attention.StagePref // staging K and V in shared memory: the policy's, or forced off or on
 }
 
 // tc is one kernel configuration: a problem and a geometry.
@@ -87,8 +87,11 @@ func (c tc) String() string {
 	if c.past > 0 {
 		s += fmt.Sprintf("/past%d", c.past)
 	}
-	if c.noStage {
+	switch c.stage {
+	case attention.StageOff:
 		s += "/unstaged"
+	case attention.StageOn:
+		s += "/staged"
 	}
 	return s
 }
@@ -176,7 +179,7 @@ func TestFlashAttn(t *testing.T) {
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, NoStage: c.noStage}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, Stage: c.stage}}); err != nil {
 				t.Fatal(err)
 			}
 			defer fa.Close()
@@ -254,11 +257,11 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	for _, br := range axisBr {
 		for _, w := range axisWave {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, w, s, false}})
+				cases = append(cases, tc{in, variant{br, w, s, attention.StageAuto}})
 			}
 		}
 	}
-	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, false}})
+	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, attention.StageAuto}})
 	r := rand.New(rand.NewPCG(7, 7))
 	tamper := func(i int, c tc, out vk.Binding) error {
 		at := out.Off + 4*int64(r.IntN(c.queries*c.heads()*c.dim))
@@ -285,7 +288,7 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	}
 
 	// Every position of one output: the comparison covers all of them.
-	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, false}}
+	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, attention.StageAuto}}
 	runCases(t, d, []tc{small}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -306,8 +309,8 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 // or that ignores the mask, fails.
 func TestFlashAttnTeeth(t *testing.T) {
 	d := setup(t)
-	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, false}}
-	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, false}}
+	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, attention.StageAuto}}
+	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, attention.StageAuto}}
 	runCases(t, d, []tc{causal, masked}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -336,7 +339,7 @@ func TestFlashAttnTeeth(t *testing.T) {
 // past it are NaN, so a read would show).
 func TestFlashAttnPastContext(t *testing.T) {
 	in := inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 90, queries: 16, past: 10}
-	expect(t, []tc{{in, variant{8, 32, 1, false}}, {in, variant{8, 32, 3, false}}})
+	expect(t, []tc{{in, variant{8, 32, 1, attention.StageAuto}}, {in, variant{8, 32, 3, attention.StageAuto}}})
 }
 
 // TestFlashAttnKVHeads runs problems with several KV heads, which the full
@@ -351,12 +354,13 @@ func TestFlashAttnKVHeads(t *testing.T) {
 	} {
 		for _, br := range axisBr {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, 32, s, false}}, tc{in, variant{br, 64, s, false}})
+				cases = append(cases, tc{in, variant{br, 32, s, attention.StageAuto}}, tc{in, variant{br, 64, s, attention.StageAuto}})
 			}
 		}
 		// Prefill rows also load K and V per row slot where shared memory
-		// cannot hold a staged tile.
-		cases = append(cases, tc{in, variant{8, 32, 1, true}}, tc{in, variant{16, 64, 3, true}})
+		// cannot hold a staged tile; decode can stage when asked to.
+		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff}}, tc{in, variant{16, 64, 3, attention.StageOff}},
+			tc{in, variant{1, 32, 1, attention.StageOn}}, tc{in, variant{1, 64, 3, attention.StageOn}})
 	}
 	expect(t, cases)
 }
@@ -366,9 +370,9 @@ func TestFlashAttnKVHeads(t *testing.T) {
 // empty at the shorter lengths.
 func TestFlashAttnManySplits(t *testing.T) {
 	expect(t, []tc{
-		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, false}},
-		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, false}},
-		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, false}},
+		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, attention.StageAuto}},
+		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, attention.StageAuto}},
+		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, attention.StageAuto}},
 	})
 }
 
@@ -569,7 +573,7 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, NoStage: c.noStage}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, Stage: c.stage}}); err != nil {
 				t.Fatalf("%v: %v", c, err)
 			}
 			fas[c.variant] = fa
