@@ -1,6 +1,8 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 // Merges the split-k partials of flash_attn.comp: for each (query, head) row,
 // M = max m_s, w_s = exp2(m_s - M), O = Σ w_s O_s / Σ w_s l_s (m in log2
 // units). Empty splits (m = NEG, l = 0) weigh nothing; a row with no live key
@@ -10,8 +12,9 @@
 // bound when one thread walks all splits, so the workgroup's invocations
 // split both ways: NC = D/4 lanes of vec4 columns × SL lanes of splits, each
 // summing every SL-th split, then the SL partial sums meet in shared memory.
-// Max and sum over the (m, l) pairs are tree reductions in shared memory,
-// whatever the subgroup size.
+// Max and sum over the (m, l) pairs reduce in subgroups, then across them
+// in shared memory (reduce.glsl, whatever the subgroup size): a tree in
+// shared memory took eight barriers per reduction.
 
 layout(local_size_x = 256) in;
 
@@ -22,6 +25,7 @@ layout(constant_id = 1) const uint D = 128; // head dim, a multiple of 4
 // multiple of 32), for the output projection of decode: one dispatch and
 // one barrier fewer than rounding it in a pass of its own.
 layout(constant_id = 2) const bool Q8 = false;
+layout(constant_id = 3) const uint NSG = 32; // the most subgroups 256 invocations make (reduce.glsl)
 
 const uint N = 256;      // invocations
 const uint NC = D / 4;   // vec4 columns of a row
@@ -42,28 +46,10 @@ layout(std430, binding = 3) writeonly buffer Q8F { float q8f[]; };
 #include "q8.glsl"
 
 shared float weight[MAX_SPLITS];
-shared float tree[N];
 shared vec4 sums[SL * NC];
 
-// tree_reduce combines every invocation's x (max when take_max, else sum);
-// all invocations get the result.
-float tree_reduce(float x, bool take_max) {
-    const uint tid = gl_LocalInvocationID.x;
-    tree[tid] = x;
-    memoryBarrierShared();
-    barrier();
-    for (uint h = N / 2; h > 0; h /= 2) {
-        if (tid < h) {
-            const float y = tree[tid + h];
-            tree[tid] = take_max ? max(tree[tid], y) : tree[tid] + y;
-        }
-        memoryBarrierShared();
-        barrier();
-    }
-    const float r = tree[0];
-    barrier(); // tree is reused by the next call
-    return r;
-}
+#define RED_N 1u
+#include "reduce.glsl"
 
 void main() {
     const uint rows = pc.n_q * pc.n_head;
@@ -77,14 +63,20 @@ void main() {
         const vec2 e = ml[s * rows + row];
         m = max(m, e.x);
     }
-    const float mmax = tree_reduce(m, true);
+    red_v[0] = m;
+    wg_reduce(true);
+    const float mmax = red_v[0];
     for (uint s = tid; s < pc.n_split; s += N) {
         const vec2 e = ml[s * rows + row];
         const float w = exp2(e.x - mmax);
         weight[s] = w;
         l += w * e.y;
     }
-    const float lsum = tree_reduce(l, false); // its barriers publish weight[]
+    red_v[0] = l;
+    wg_reduce(false);
+    const float lsum = red_v[0];
+    memoryBarrierShared();
+    barrier(); // weight[] written
 
     const uint c = tid % NC;
     const uint sl = tid / NC;

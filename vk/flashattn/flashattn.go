@@ -205,7 +205,10 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
 	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
-	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, attention.MaxSplits, uint32(sh.HeadDim), b32(q8))
+	// The reduce pass's 256 invocations make at most 256/min-subgroup subgroups.
+	narrowest := max(info.MinSubgroupSize, 1)
+	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, attention.MaxSplits, uint32(sh.HeadDim), b32(q8),
+		uint32((reduceLanes+narrowest-1)/narrowest))
 	if err != nil {
 		return err
 	}
@@ -241,6 +244,10 @@ func (f *FlashAttn) pipeline(name string, bindings, pushSize int, w attention.Wa
 	return p, nil
 }
 
+// reduceLanes is the workgroup size of flash_attn_reduce.comp.
+const reduceLanes = 256
+
+// b32 is a boolean specialization constant.
 func b32(b bool) uint32 {
 	if b {
 		return 1

@@ -84,7 +84,7 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 		for _, q8 := range modes {
 			shapes := shapes
 			if q8 {
-				shapes = append([]MatVecShape{k.MatVecQ8For(K)}, shapes[1:]...)
+				shapes = append([]MatVecShape{k.MatVecQ8For(rows, K)}, shapes[1:]...)
 			}
 			for _, sh := range shapes {
 				name := fmt.Sprintf("%dx%d/%s", rows, K, sh)

@@ -13,10 +13,12 @@ import "github.com/vkinfer/vkinfer/quant"
 // its shared memory and workgroup size allow.
 var (
 	defaultMatVec = MatVecShape{Lanes: 128, Rows: 4, Unroll: 1}
-	// defaultMatVecQ8 sizes its workgroups by the row (MatVecQ8For): on
-	// the H200, 4096-wide Q4_K rows ran 15-18% faster on 32 lanes (one
-	// NVIDIA subgroup, so the reduction needs no shared-memory stage) than
-	// on 128, while 14336-wide ones ran 14% slower on 32.
+	// defaultMatVecQ8 sizes its workgroups by the matrix (MatVecQ8For):
+	// on the H200, 14336 rows of 4096 Q4_K values ran 15-18% faster on 32
+	// lanes (one NVIDIA subgroup, so the reduction needs no shared-memory
+	// stage) than on 128, while 4096 rows of 14336 ran 14% slower on 32,
+	// and 1024 rows of 4096 Q6_K took 15.4 µs on 32 lanes against 9.0 on
+	// 128: too few lanes in all to keep the memory busy.
 	defaultMatVecQ8 = MatVecShape{Rows: 4, Unroll: 1}
 	// defaultTiles in order of preference.
 	defaultTiles = []Tile{

@@ -51,13 +51,22 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestMatVecLanes sizes the 8-bit matrix-vector workgroups by row length.
+// TestMatVecLanes sizes the 8-bit matrix-vector workgroups by the matrix:
+// 32 lanes where rows are short and many (Llama-3-8B's gate and up on an
+// H200's 132 SMs), more where rows are long or few.
 func TestMatVecLanes(t *testing.T) {
-	for _, c := range []struct{ K, max, want int }{
-		{32, 1024, 32}, {4096, 1024, 32}, {5120, 1024, 32}, {8192, 1024, 64}, {14336, 1024, 128}, {65536, 1024, 128}, {14336, 64, 64},
+	for _, c := range []struct{ rows, K, cus, max, want int }{
+		{14336, 4096, 132, 1024, 32},  // gate, up: 3584 groups
+		{4096, 4096, 132, 1024, 64},   // q, o: 1024 groups
+		{1024, 4096, 132, 1024, 128},  // k, v: 256 groups
+		{4096, 14336, 132, 1024, 128}, // down: 448 slices a row
+		{128256, 4096, 132, 1024, 32}, // output
+		{4096, 8192, 0, 1024, 64},     // 256 slices; 32 units assumed
+		{14336, 4096, 132, 64, 32},
+		{1024, 4096, 132, 64, 64}, // capped by the workgroup limit
 	} {
-		if got := matVecLanes(c.K, c.max); got != c.want {
-			t.Errorf("K %d (at most %d invocations): %d lanes, want %d", c.K, c.max, got, c.want)
+		if got := matVecLanes(c.rows, c.K, 4, c.cus, c.max); got != c.want {
+			t.Errorf("%d×%d on %d units (at most %d invocations): %d lanes, want %d", c.rows, c.K, c.cus, c.max, got, c.want)
 		}
 	}
 }

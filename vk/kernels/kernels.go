@@ -178,20 +178,26 @@ func New(d *vk.Device) (*Kernels, error) {
 		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}, nil
 }
 
-// MatVecQ8For is the shape of the 8-bit matrix-vector product over rows of
-// K values: k.MatVecQ8, where Lanes 0 means the fewest of 32, 64 or 128
-// lanes that leave each at most five 32-value slices of a row.
-func (k *Kernels) MatVecQ8For(K int) MatVecShape {
+// MatVecQ8For is the shape of the 8-bit matrix-vector product of a rows x K
+// matrix: k.MatVecQ8, where Lanes 0 means the fewest of 32, 64 or 128 lanes
+// that leave each lane at most five 32-value slices of a row and give the
+// whole dispatch at least 256 lanes per compute unit.
+func (k *Kernels) MatVecQ8For(rows, K int) MatVecShape {
 	sh := k.MatVecQ8
 	if sh.Lanes == 0 {
-		sh.Lanes = matVecLanes(K, k.info.MaxWorkgroupInvocations)
+		sh.Lanes = matVecLanes(rows, K, max(sh.Rows, 1), k.info.ComputeUnits, k.info.MaxWorkgroupInvocations)
 	}
 	return sh
 }
 
-func matVecLanes(K, maxInvocations int) int {
+// matVecLanes is MatVecQ8For's choice; computeUnits 0 (unknown) counts as 32.
+func matVecLanes(rows, K, rowsPerGroup, computeUnits, maxInvocations int) int {
+	if computeUnits == 0 {
+		computeUnits = 32
+	}
+	groups := ceil(rows, rowsPerGroup)
 	lanes := 32
-	for lanes < 128 && K/32 > 5*lanes {
+	for lanes < 128 && (K/32 > 5*lanes || groups*lanes < 256*computeUnits) {
 		lanes *= 2
 	}
 	return min(lanes, maxInvocations)

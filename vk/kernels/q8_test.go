@@ -135,7 +135,7 @@ func TestMatVecQ8(t *testing.T) {
 			c := matCase{rows: rows[(j+i)%len(rows)], K: K, n: i%MaxMatVecCols + 1}
 			sh := shapes[i%len(shapes)]
 			if sh == (MatVecShape{}) {
-				sh = k.MatVecQ8For(c.K) // the engine's choice
+				sh = k.MatVecQ8For(c.rows, c.K) // the engine's choice
 			}
 			resid := i%3 == 1
 			i++
