@@ -62,8 +62,10 @@ type Ops interface {
 	Add(dst, a, b Tensor)
 	// RoPE rotates x in place; row i is at position pos+i.
 	RoPE(x Tensor, p RoPE)
-	// StoreKV writes k and v (N × KVHeads*HeadDim) into the layer's cache at pos..pos+N-1.
-	StoreKV(layer int, k, v Tensor)
+	// StoreKV writes k and v (N × KVHeads*HeadDim) into the layer's cache at
+	// pos..pos+N-1, k rotated by rope first where rope is not nil (a backend
+	// may fuse the two; k's own contents are unspecified afterwards).
+	StoreKV(layer int, k, v Tensor, rope *RoPE)
 	// Attend computes causal attention of q (N × Heads*HeadDim) over the layer's
 	// cache positions 0..pos+i for row i, writing N × Heads*HeadDim to dst.
 	Attend(dst, q Tensor, layer int, a Attention)

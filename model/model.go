@@ -185,8 +185,8 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 			}
 		}
 		ops.RoPE(qt, rope(hp.Heads))
-		ops.RoPE(kt, rope(hp.KVHeads))
-		ops.StoreKV(i, kt, vt)
+		kr := rope(hp.KVHeads)
+		ops.StoreKV(i, kt, vt, &kr)
 		ops.Attend(att, qt, i, attn)
 		ops.MatMulAdd(x, l.wo, att, x)
 

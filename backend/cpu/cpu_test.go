@@ -83,7 +83,7 @@ func TestAttentionOneKey(t *testing.T) {
 		o.CopyRows(k, rows(o, kv), 0)
 		o.CopyRows(v, rows(o, kv), 1)
 		o.Embed(qt, q)
-		o.StoreKV(0, k, v)
+		o.StoreKV(0, k, v, nil)
 		o.Attend(dst, qt, 0, backend.Attention{Heads: 4, KVHeads: 2, HeadDim: 2, Scale: 1})
 		o.Output(dst)
 	})
@@ -123,7 +123,7 @@ func TestRecordErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "matmul") {
 		t.Fatalf("mismatched matmul: %v", err)
 	}
-	_, err = b.Record(1, func(o backend.Ops) { o.StoreKV(1, o.Tensor(1, 4), o.Tensor(1, 4)) })
+	_, err = b.Record(1, func(o backend.Ops) { o.StoreKV(1, o.Tensor(1, 4), o.Tensor(1, 4), nil) })
 	if err == nil || !strings.Contains(err.Error(), "store_kv") {
 		t.Fatalf("store into a missing layer: %v", err)
 	}

@@ -282,7 +282,10 @@ func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	})
 }
 
-func (p *program) StoreKV(layer int, k, v backend.Tensor) {
+func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
+	if rope != nil {
+		p.RoPE(k, *rope)
+	}
 	kt, vt := act(k), act(v)
 	c := p.b.cache
 	if layer < 0 || layer >= c.Layers || kt.cols != c.KVDim || vt.cols != c.KVDim || kt.rows != p.n || vt.rows != p.n {

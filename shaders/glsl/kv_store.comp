@@ -3,19 +3,50 @@
 // [context][kvDim] at rows pos..pos+n-1 (pos from the step buffer). One
 // invocation per pair of values. Rows past the context are dropped instead of
 // written out of bounds; keeping pos + n within the context is the caller's job.
+//
+// With ROPE the rows are keys of kvDim/headDim heads, rotated (rope.glsl) on
+// their way into the cache: one dispatch and one barrier fewer than rotating
+// them in place first. Each value is rotated on its own (in the NeoX layout
+// a value and its partner are not neighbours, and the cache packs
+// neighbours), so the angle is computed twice per pair.
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const bool ROPE = false;
+layout(constant_id = 2) const bool NEOX = false;
+layout(constant_id = 3) const bool FREQ_FACTORS = false;
 
 layout(binding = 0) writeonly buffer Cache { uint cache[]; }; // f16 pairs
 layout(binding = 1) readonly buffer Src { vec2 src[]; };
+layout(binding = 1) readonly buffer SrcF { float srcf[]; };
 layout(binding = 2) readonly buffer Step { uint pos; };
+layout(binding = 3) readonly buffer Factors { float ff[]; }; // bound to a dummy unless FREQ_FACTORS
 
 layout(push_constant) uniform Push {
     uint n;
     uint pairs; // kvDim / 2
     uint ctx;   // rows of the cache
+    // ROPE only:
+    uint headDim;
+    uint ropeDims;
+    float log2Base;
+    float freqScale;
 } pc;
+
+#include "rope.glsl"
+
+// rotated returns value e of row i after the rotation of its head.
+float rotated(uint i, uint e) {
+    uint head = e / pc.headDim, d = e % pc.headDim;
+    uint base = i * 2u * pc.pairs + head * pc.headDim;
+    if (d >= pc.ropeDims) {
+        return srcf[base + d];
+    }
+    uint r = rope_index(d, pc.ropeDims, NEOX);
+    vec2 cs = rope_cos_sin(r, pc.ropeDims, float(pos + i), pc.log2Base, pc.freqScale, FREQ_FACTORS ? ff[r] : 1.0);
+    return rope_rotate(srcf[base + d], srcf[base + rope_partner(d, pc.ropeDims, NEOX)], rope_first(d, pc.ropeDims, NEOX), cs);
+}
 
 void main() {
     uint g = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
@@ -25,6 +56,7 @@ void main() {
     uint i = g / pc.pairs, j = g % pc.pairs;
     uint p = pos + i;
     if (p < pc.ctx) {
-        cache[p * pc.pairs + j] = packHalf2x16(src[g]);
+        vec2 v = ROPE ? vec2(rotated(i, 2u * j), rotated(i, 2u * j + 1u)) : src[g];
+        cache[p * pc.pairs + j] = packHalf2x16(v);
     }
 }

@@ -2,11 +2,8 @@
 // rope: rotary position embedding of x [n][heads][headDim], row i at
 // position pos + i (pos from the step buffer, so a recorded sequence replays
 // for every token). One invocation per pair of values; dst may alias x.
-//
-// Pair i < ropeDims/2 rotates by theta = position * freqScale *
-// base^(-2i/ropeDims) / freqFactor[i]: values (2i, 2i+1) in the normal
-// layout, (i, i + ropeDims/2) in the NeoX layout. Values past ropeDims are
-// copied unchanged.
+// The rotation is rope.glsl's; values past ropeDims are copied unchanged.
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
@@ -17,6 +14,8 @@ layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Src { float x[]; };
 layout(binding = 2) readonly buffer Step { uint pos; };
 layout(binding = 3) readonly buffer Factors { float ff[]; }; // bound to a dummy unless FREQ_FACTORS
+
+#include "rope.glsl"
 
 layout(push_constant) uniform Push {
     uint pairs;    // n * heads * headDim / 2
@@ -45,20 +44,9 @@ void main() {
         a = i;
         b = i + pc.ropeDims / 2u;
     }
-    float invFreq = pc.freqScale * exp2(-pc.log2Base * float(2u * i) / float(pc.ropeDims));
-    if (FREQ_FACTORS) {
-        invFreq /= ff[i];
-    }
-    float theta = float(pos + head / pc.heads) * invFreq;
-    // Reduce theta to [0, 2pi) before sin/cos: GPU sin/cos are only accurate
-    // on a small range and theta reaches 1e5 at long context. 2pi is split
-    // (Cody-Waite) so that k * C1 is exact for k < 2^15.
-    const float C1 = 6.28125;
-    const float C2 = 1.9353071795864769e-3;
-    float k = floor(theta * 0.15915494309189535);
-    theta = (theta - k * C1) - k * C2;
-    float c = cos(theta), s = sin(theta);
+    vec2 cs = rope_cos_sin(i, pc.ropeDims, float(pos + head / pc.heads), pc.log2Base, pc.freqScale,
+                           FREQ_FACTORS ? ff[i] : 1.0);
     float x0 = x[base + a], x1 = x[base + b];
-    dst[base + a] = x0 * c - x1 * s;
-    dst[base + b] = x0 * s + x1 * c;
+    dst[base + a] = rope_rotate(x0, x1, true, cs);
+    dst[base + b] = rope_rotate(x1, x0, false, cs);
 }

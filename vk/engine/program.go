@@ -265,30 +265,44 @@ func (p *program) Add(dst, a, b backend.Tensor) {
 
 func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	t := act(x)
-	kr := kernels.RoPE{HeadDim: r.HeadDim, Dims: r.Dims, Base: r.Base, Scale: r.Scale, NeoX: r.NeoX}
-	reads := bindings(t.b, whole(p.step))
-	if r.Factors != nil {
-		f := act(r.Factors).b
-		kr.Factors = &f
-		reads = append(reads, f)
-	}
-	p.op(reads, bindings(t.b), func() error {
+	kr, reads := p.rope(r)
+	p.op(append(reads, t.b, whole(p.step)), bindings(t.b), func() error {
 		return p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr)
 	})
 }
 
-func (p *program) StoreKV(layer int, k, v backend.Tensor) {
+// rope converts r for the kernels, with the bindings it reads.
+func (p *program) rope(r backend.RoPE) (kernels.RoPE, []vk.Binding) {
+	kr := kernels.RoPE{HeadDim: r.HeadDim, Dims: r.Dims, Base: r.Base, Scale: r.Scale, NeoX: r.NeoX}
+	if r.Factors == nil {
+		return kr, nil
+	}
+	f := act(r.Factors).b
+	kr.Factors = &f
+	return kr, bindings(f)
+}
+
+// StoreKV rotates k (when rope is set) as it stores it: k stays unrotated.
+func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 	c := p.e.cache
 	if layer < 0 || layer >= c.Layers {
 		p.fail(fmt.Errorf("store_kv: layer %d of %d", layer, c.Layers))
 		return
 	}
+	var kr *kernels.RoPE
+	var ropeReads []vk.Binding
+	if rope != nil {
+		r, reads := p.rope(*rope)
+		kr, ropeReads = &r, reads
+	}
 	for _, kv := range []struct {
 		cache *vk.Buffer
 		src   vk.Binding
-	}{{p.e.kc[layer], act(k).b}, {p.e.vc[layer], act(v).b}} {
-		p.op(bindings(kv.src, whole(p.step)), bindings(whole(kv.cache)), func() error {
-			return p.e.k.StoreKV(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Context)
+		rope  *kernels.RoPE
+		reads []vk.Binding
+	}{{p.e.kc[layer], act(k).b, kr, ropeReads}, {p.e.vc[layer], act(v).b, nil, nil}} {
+		p.op(append(kv.reads, kv.src, whole(p.step)), bindings(whole(kv.cache)), func() error {
+			return p.e.k.StoreKV(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Context, kv.rope)
 		})
 	}
 }

@@ -121,17 +121,33 @@ type RoPE struct {
 	Factors *vk.Binding
 }
 
+// check validates the rotation and returns its factors binding (the dummy
+// buffer without factors) and whether it has factors.
+func (r RoPE) check(k *Kernels, op string) (vk.Binding, bool, error) {
+	if r.HeadDim%2 != 0 || r.Dims%2 != 0 || r.Dims < 2 || r.Dims > r.HeadDim {
+		return vk.Binding{}, false, fmt.Errorf("kernels: %s: %d rotated of %d values per head (both even, 2 <= rotated <= head)", op, r.Dims, r.HeadDim)
+	}
+	if !(r.Base > 0) || !(r.Scale > 0) {
+		return vk.Binding{}, false, fmt.Errorf("kernels: %s: base %g, scale %g", op, r.Base, r.Scale)
+	}
+	if r.Factors == nil {
+		return vk.Binding{Buf: k.dummy}, false, nil
+	}
+	if err := need(op+" factors", *r.Factors, f32(r.Dims/2)); err != nil {
+		return vk.Binding{}, false, err
+	}
+	return *r.Factors, true, nil
+}
+
 // Rope records the rotation of x [n][heads][HeadDim] into dst (which may be
 // x); row i is at position pos + i with pos read from step.
 func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r RoPE) error {
 	if err := positive("rope", n, heads, r.HeadDim); err != nil {
 		return err
 	}
-	if r.HeadDim%2 != 0 || r.Dims%2 != 0 || r.Dims < 2 || r.Dims > r.HeadDim {
-		return fmt.Errorf("kernels: rope: %d rotated of %d values per head (both even, 2 <= rotated <= head)", r.Dims, r.HeadDim)
-	}
-	if !(r.Base > 0) || !(r.Scale > 0) {
-		return fmt.Errorf("kernels: rope: base %g, scale %g", r.Base, r.Scale)
+	ff, hasFF, err := r.check(k, "rope")
+	if err != nil {
+		return err
 	}
 	size := f32(n * heads * r.HeadDim)
 	if err := need("rope dst", dst, size); err != nil {
@@ -143,19 +159,7 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 	if err := need("rope step", step, 4); err != nil {
 		return err
 	}
-	ff := vk.Binding{Buf: k.dummy}
-	var hasFF uint32
-	if r.Factors != nil {
-		if err := need("rope factors", *r.Factors, f32(r.Dims/2)); err != nil {
-			return err
-		}
-		ff, hasFF = *r.Factors, 1
-	}
-	var neox uint32
-	if r.NeoX {
-		neox = 1
-	}
-	p, err := k.pipeline("rope", 4, 24, 0, Lanes, neox, hasFF)
+	p, err := k.pipeline("rope", 4, 24, 0, Lanes, b32(r.NeoX), b32(hasFF))
 	if err != nil {
 		return err
 	}
@@ -233,8 +237,10 @@ func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstS
 
 // StoreKV records the conversion of n f32 rows of kvDim values (src) to f16
 // and their store into cache [ctx][kvDim] at rows pos..pos+n-1, pos read
-// from step. Rows at or past ctx are dropped.
-func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim, ctx int) error {
+// from step. Rows at or past ctx are dropped. With r not nil the rows are
+// keys of kvDim/r.HeadDim heads, rotated by r on the way (src itself is
+// left as it was).
+func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim, ctx int, r *RoPE) error {
 	if err := positive("kv_store", n, kvDim); err != nil {
 		return err
 	}
@@ -253,13 +259,27 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 	if err := need("kv_store step", step, 4); err != nil {
 		return err
 	}
-	p, err := k.pipeline("kv_store", 3, 12, 0, Lanes)
+	rope, ff, hasFF := RoPE{HeadDim: kvDim, Dims: 2, Base: 1, Scale: 1}, vk.Binding{Buf: k.dummy}, false
+	if r != nil {
+		rope = *r
+		var err error
+		if ff, hasFF, err = rope.check(k, "kv_store"); err != nil {
+			return err
+		}
+		if rope.HeadDim < 1 || kvDim%rope.HeadDim != 0 {
+			return fmt.Errorf("kernels: kv_store: rows of %d values are not whole heads of %d", kvDim, rope.HeadDim)
+		}
+	}
+	p, err := k.pipeline("kv_store", 4, 28, 0, Lanes, b32(r != nil), b32(rope.NeoX), b32(hasFF))
 	if err != nil {
 		return err
 	}
 	pairs := kvDim / 2
 	gx, gy := k.grid(ceil(n*pairs, Lanes))
-	s.Dispatch(p, []vk.Binding{cache, src, step}, vk.Push(uint32(n), uint32(pairs), uint32(ctx)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{cache, src, step, ff},
+		vk.Push(uint32(n), uint32(pairs), uint32(ctx), uint32(rope.HeadDim), uint32(rope.Dims),
+			float32(math.Log2(float64(rope.Base))), rope.Scale),
+		gx, gy, 1)
 	return nil
 }
 

@@ -152,43 +152,7 @@ func TestRope(t *testing.T) {
 			run(t, func(s *vk.Sequence) error {
 				return k.Rope(s, whole(db), whole(xb), vk.Binding{Buf: step, Off: 16, Size: 4}, c.n, c.heads, rp)
 			})
-			want, scale := make([]float64, size), make([]float64, size)
-			half := c.r.Dims / 2
-			maxTheta := 0.0
-			for i := 0; i < c.n; i++ {
-				for h := 0; h < c.heads; h++ {
-					base := (i*c.heads + h) * c.r.HeadDim
-					for d := 0; d < c.r.HeadDim; d++ {
-						want[base+d] = float64(x[base+d])
-					}
-					for p := 0; p < half; p++ {
-						a, b := 2*p, 2*p+1
-						if c.r.NeoX {
-							a, b = p, p+half
-						}
-						theta := float64(c.pos+i) * float64(c.r.Scale) *
-							math.Pow(float64(c.r.Base), -2*float64(p)/float64(c.r.Dims)) / float64(ff[p])
-						maxTheta = max(maxTheta, theta)
-						sin, cos := math.Sincos(theta)
-						x0, x1 := float64(x[base+a]), float64(x[base+b])
-						want[base+a] = x0*cos - x1*sin
-						want[base+b] = x0*sin + x1*cos
-					}
-					for d := 0; d < c.r.HeadDim; d++ {
-						scale[base+d] = math.Abs(float64(x[base+d]))
-					}
-					for p := 0; p < half; p++ {
-						// A rotated value errs with the angle times the
-						// size of the pair it mixes.
-						a, b := 2*p, 2*p+1
-						if c.r.NeoX {
-							a, b = p, p+half
-						}
-						m := math.Abs(float64(x[base+a])) + math.Abs(float64(x[base+b]))
-						scale[base+a], scale[base+b] = m, m
-					}
-				}
-			}
+			want, scale, maxTheta := ropeRef(x, c.n, c.heads, c.pos, c.r, ff)
 			// The angle is computed in f32 (position times an exp2
 			// frequency good to a few ulp) so it errs by about
 			// theta * 1e-6; sin/cos add their own absolute error.
@@ -196,6 +160,41 @@ func TestRope(t *testing.T) {
 			compare(t, "dst", read(t, db, 0, size), want, scale, tol)
 		})
 	}
+}
+
+// ropeRef rotates x [n][heads][r.HeadDim] at positions pos.. in float64,
+// with per-pair factors ff, and returns per value the magnitude its error
+// scales with (the pair it mixes) and the largest angle.
+func ropeRef(x []float32, n, heads, pos int, r RoPE, ff []float32) (want, scale []float64, maxTheta float64) {
+	want, scale = make([]float64, len(x)), make([]float64, len(x))
+	half := r.Dims / 2
+	for i := 0; i < n; i++ {
+		for h := 0; h < heads; h++ {
+			base := (i*heads + h) * r.HeadDim
+			for d := 0; d < r.HeadDim; d++ {
+				want[base+d] = float64(x[base+d])
+				scale[base+d] = math.Abs(float64(x[base+d]))
+			}
+			for p := 0; p < half; p++ {
+				a, b := 2*p, 2*p+1
+				if r.NeoX {
+					a, b = p, p+half
+				}
+				theta := float64(pos+i) * float64(r.Scale) *
+					math.Pow(float64(r.Base), -2*float64(p)/float64(r.Dims)) / float64(ff[p])
+				maxTheta = max(maxTheta, theta)
+				sin, cos := math.Sincos(theta)
+				x0, x1 := float64(x[base+a]), float64(x[base+b])
+				want[base+a] = x0*cos - x1*sin
+				want[base+b] = x0*sin + x1*cos
+				// A rotated value errs with the angle times the size of
+				// the pair it mixes.
+				m := math.Abs(x0) + math.Abs(x1)
+				scale[base+a], scale[base+b] = m, m
+			}
+		}
+	}
+	return want, scale, maxTheta
 }
 
 func TestEltwise(t *testing.T) {
@@ -268,17 +267,52 @@ func TestEltwise(t *testing.T) {
 	})
 }
 
+// TestStoreKV stores rows into the f16 cache as they are, and rotated as
+// keys (the fused RoPE: normal and NeoX pairs, partial rotation, frequency
+// factors) against ropeRef.
 func TestStoreKV(t *testing.T) {
 	k := setup(t)
-	for _, c := range []struct{ n, kvDim, ctx, pos int }{
-		{1, 2, 1, 0},
-		{7, 1026, 20, 5},
-		{7, 6, 20, 15}, // rows 20 and 21 fall off the end and are dropped
-		{257, 256, 300, 40},
+	for _, c := range []struct {
+		n, kvDim, ctx, pos int
+		rope               *RoPE
+		factors            bool
+	}{
+		{1, 2, 1, 0, nil, false},
+		{7, 1026, 20, 5, nil, false},
+		{7, 6, 20, 15, nil, false}, // rows 20 and 21 fall off the end and are dropped
+		{257, 256, 300, 40, nil, false},
+		{1, 1024, 2000, 1999, &RoPE{HeadDim: 128, Dims: 128, Base: 500000, Scale: 1}, true},
+		{7, 384, 40, 30, &RoPE{HeadDim: 64, Dims: 64, Base: 10000, Scale: 1, NeoX: true}, false},
+		{5, 160, 10, 3, &RoPE{HeadDim: 80, Dims: 48, Base: 1e6, Scale: 0.5, NeoX: true}, true},
+		{3, 12, 8, 2, &RoPE{HeadDim: 6, Dims: 4, Base: 10000, Scale: 1}, false},
 	} {
-		t.Run(fmt.Sprintf("n%d/dim%d/ctx%d/pos%d", c.n, c.kvDim, c.ctx, c.pos), func(t *testing.T) {
+		t.Run(fmt.Sprintf("n%d/dim%d/ctx%d/pos%d/rope=%v", c.n, c.kvDim, c.ctx, c.pos, c.rope != nil), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.kvDim)))
 			src := normals(r, c.n*c.kvDim, 10)
+			stored := src         // the values the cache should hold
+			var ropeErr []float64 // with RoPE: each value's rotation error bound
+			var rp *RoPE
+			if c.rope != nil {
+				ff := make([]float32, c.rope.Dims/2)
+				for i := range ff {
+					ff[i] = 1
+					if c.factors {
+						ff[i] = float32(1 + 7*r.Float64())
+					}
+				}
+				want, scale, maxTheta := ropeRef(src, c.n, c.kvDim/c.rope.HeadDim, c.pos, *c.rope, ff)
+				stored, ropeErr = make([]float32, len(want)), make([]float64, len(want))
+				for i, w := range want {
+					stored[i] = float32(w)
+					ropeErr[i] = (1e-5 + 2e-6*maxTheta) * scale[i] // as TestRope allows
+				}
+				rc := *c.rope
+				if c.factors {
+					fb := whole(floatBuffer(t, ff))
+					rc.Factors = &fb
+				}
+				rp = &rc
+			}
 			const sentinel = 0xA5
 			init := make([]byte, 2*c.ctx*c.kvDim)
 			for i := range init {
@@ -288,13 +322,13 @@ func TestStoreKV(t *testing.T) {
 			sb := floatBuffer(t, src)
 			step := buffer(t, 4, u32Bytes(uint32(c.pos)))
 			run(t, func(s *vk.Sequence) error {
-				return k.StoreKV(s, whole(cb), whole(sb), whole(step), c.n, c.kvDim, c.ctx)
+				return k.StoreKV(s, whole(cb), whole(sb), whole(step), c.n, c.kvDim, c.ctx, rp)
 			})
 			got := make([]byte, len(init))
 			if err := cb.Read(0, got); err != nil {
 				t.Fatal(err)
 			}
-			bits, _ := f16s(src)
+			bits, _ := f16s(stored)
 			bad := 0
 			for row := 0; row < c.ctx; row++ {
 				for j := 0; j < c.kvDim; j++ {
@@ -309,6 +343,13 @@ func TestStoreKV(t *testing.T) {
 						// conversion rounds otherwise.
 						if h>>15 == want>>15 {
 							slack = 1
+							// A rotated value may also be off by the
+							// rotation's error, in ulps of its f16.
+							if ropeErr != nil {
+								v := math.Abs(float64(stored[w/2]))
+								ulp := math.Ldexp(1, max(math.Ilogb(v), -14)-10)
+								slack += int(math.Ceil(ropeErr[w/2] / ulp))
+							}
 						}
 					}
 					if h < want-slack || h > want+slack {
