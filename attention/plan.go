@@ -69,7 +69,7 @@ type Plan struct {
 	Chunk       int // f16 values per load: 8, 4 or 2
 	// Stage converts each tile's K, then V, once into shared memory as
 	// f32 for all the workgroup's rows, instead of every row slot loading
-	// and converting its own copy.
+	// and converting its own copy (only with Chunk >= 4).
 	Stage       bool
 	SharedBytes int // shared memory the kernel declares
 }
@@ -198,19 +198,24 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if p.Bc != 8 && p.Bc != 16 && p.Bc != 32 && p.Bc != 64 {
 		return Plan{}, fmt.Errorf("attention: Bc %d (want 8, 16, 32 or 64)", p.Bc)
 	}
-	// Staging pays where several positions share a tile (prefill). In
-	// decode it shortens a workgroup's chain of tile loads to one round
-	// trip for K and one for V, but the staged tile's shared memory halves
-	// the workgroups an SM holds: on the H200 (Llama-3-8B, wave 32, 256
-	// splits) staging took tg128 from 216 to 234 tokens/s at depth 0 and
-	// from 157 to 75 at 16k. The plan is recorded for the whole context,
-	// so decode does not stage (StageOn forces it).
+	// Staging pays where several positions share a tile (prefill): on the
+	// H200 a 512-query layer at KV 16384 took 8.8 ms staged against 19.1
+	// unstaged at wave 32 (10.7 against 15.9 at wave 64). Decode loses:
+	// 129 against 72 µs at wave 32, as a staged tile's shared memory halves
+	// the workgroups an SM holds, and decode needs them all in flight
+	// (StageOn forces it). The kernel stages and reads whole vec4s, so only
+	// plans loading 4 or 8 values at a time stage.
 	fits := func() bool {
 		staged := p
 		staged.Stage = true
-		return staged.sharedBytes() <= dev.sharedMemory()
+		return p.Chunk >= 4 && staged.sharedBytes() <= dev.sharedMemory()
 	}
 	p.Stage = pref.Stage != StageOff && (p.Br > 1 || pref.Stage == StageOn) && fits()
+	// Staged tiles take 16 keys: at wave 64, 32-key tiles took 12.2 ms
+	// where 16-key ones took 10.7 (and wave 32 has 16 already).
+	if p.Stage && pref.Bc == 0 {
+		p.Bc = min(p.Bc, 16)
+	}
 	p.SharedBytes = p.sharedBytes()
 	if p.SharedBytes > dev.sharedMemory() {
 		return Plan{}, fmt.Errorf("attention: %d bytes of shared memory, device has %d", p.SharedBytes, dev.sharedMemory())

@@ -52,8 +52,8 @@ func TestPlanLlama3(t *testing.T) {
 		// Fewer than 16 queries: Br 8, two q-heads per workgroup; 16
 		// workgroups split 60 ways to fill 60 CUs 16 deep.
 		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 16, 60, 64},
-		// Wave64: 16 rows of 4 lanes.
-		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 32, 1, 32},
+		// Wave64: 16 rows of 4 lanes; staged, so 16-key tiles.
+		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 16, 1, 32},
 	} {
 		p, err := PlanFor(rdna, c.w, c.s, Prefs{})
 		if err != nil {
@@ -226,7 +226,7 @@ func TestPlanStage(t *testing.T) {
 			t.Errorf("%s: %v, want staged %v", c.name, p, c.stage)
 		}
 		// The staged tile is Bc keys × 128 dims of f32.
-		if unstaged, _ := PlanFor(dev, w, c.s, Prefs{Stage: StageOff}); p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
+		if unstaged, _ := PlanFor(dev, w, c.s, Prefs{Stage: StageOff, Bc: p.Bc}); p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
 			t.Errorf("%s: %d bytes of shared memory, unstaged %d", c.name, p.SharedBytes, unstaged.SharedBytes)
 		}
 	}

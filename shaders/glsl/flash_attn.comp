@@ -152,35 +152,33 @@ vec2 kv2f(uint w) {
 }
 
 // stage_tile converts the K (or V) rows of keys t..t+BC-1 into kvs, keys
-// from ke on repeating the last valid one (they are masked).
+// from ke on repeating the last valid one (they are masked). Each lane
+// issues the loads of all its SU chunks before using any: a loop that
+// stored each chunk as it arrived waited one memory latency per chunk.
+// Staged plans load at least 4 values at a time (attention.Plan.Stage), so
+// every chunk fills whole vec4s of kvs.
+const uint SU = (BC * NCHUNK + W - 1) / W; // chunks each lane stages
 void stage_tile(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
-    for (uint it = lane; it < BC * NCHUNK; it += W) {
-        const uint c = it / NCHUNK;
-        const uint ci = it % NCHUNK;
-        const uint base = min(t + c, ke - 1) * kv_stride + kv_off + ci * CH;
-        const uvec4 w = v ? load_v(base) : load_k(base);
-        const uint e = c * D + ci * CH; // a multiple of CH
-        if (CH == 2) {
-            const vec2 x = kv2f(w[0]);
-            if ((e & 2u) == 0u) {
-                kvs[e / 4].xy = x;
-            } else {
-                kvs[e / 4].zw = x;
-            }
-        } else {
+    uvec4 w[SU];
+    [[unroll]] for (uint r = 0; r < SU; r++) {
+        const uint it = min(lane + r * W, BC * NCHUNK - 1);
+        const uint base = min(t + it / NCHUNK, ke - 1) * kv_stride + kv_off + (it % NCHUNK) * CH;
+        w[r] = v ? load_v(base) : load_k(base);
+    }
+    [[unroll]] for (uint r = 0; r < SU; r++) {
+        const uint it = lane + r * W;
+        if (it < BC * NCHUNK) {
+            const uint e = it * CH; // = key * D + dim: chunks tile the rows
             [[unroll]] for (uint i = 0; i < HALF; i += 2) {
-                kvs[e / 4 + i / 2] = vec4(kv2f(w[i]), kv2f(w[i + 1]));
+                kvs[e / 4 + i / 2] = vec4(kv2f(w[r][i]), kv2f(w[r][i + 1]));
             }
         }
     }
 }
 
-// kv_pairs returns the staged pairs i and i+1 of chunk ci of key c (pair
-// i+1 only when the chunk has one: CH >= 4).
+// kv_pairs returns the staged pairs i and i+1 (i even) of chunk ci of key c.
 vec4 kv_pairs(uint c, uint ci, uint i) {
-    const uint e = c * D + ci * CH + 2 * i;
-    const vec4 x = kvs[e / 4];
-    return CH == 2 && (e & 2u) != 0u ? vec4(x.zw, 0.0, 0.0) : x;
+    return kvs[(c * D + ci * CH + 2 * i) / 4];
 }
 
 // The score of key t+c for query row qi (log2 units) after the mask, or the
@@ -310,10 +308,7 @@ void main() {
                     if (ci < NCHUNK && STAGE) {
                         [[unroll]] for (uint i = 0; i < HALF; i += 2) {
                             const vec4 k = kv_pairs(c0 + u, ci, i);
-                            acc += dot(q[j * HALF + i], k.xy);
-                            if (i + 1 < HALF) {
-                                acc += dot(q[j * HALF + i + 1], k.zw);
-                            }
+                            acc += dot(q[j * HALF + i], k.xy) + dot(q[j * HALF + i + 1], k.zw);
                         }
                     } else if (ci < NCHUNK) {
                         const uvec4 k = load_k(kbase + ci * CH);
@@ -398,9 +393,7 @@ void main() {
                         [[unroll]] for (uint i = 0; i < HALF; i += 2) {
                             const vec4 v = kv_pairs(c, ci, i);
                             o[j * HALF + i] += pv * v.xy;
-                            if (i + 1 < HALF) {
-                                o[j * HALF + i + 1] += pv * v.zw;
-                            }
+                            o[j * HALF + i + 1] += pv * v.zw;
                         }
                     } else if (ci < NCHUNK) {
                         const uvec4 v = load_v(vbase + ci * CH);

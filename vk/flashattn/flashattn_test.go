@@ -869,3 +869,24 @@ func TestFlashAttnQ8Output(t *testing.T) {
 		}
 	}
 }
+
+// TestFlashAttnPairsUnstaged runs a plan whose lanes load two values at a
+// time (head dim 80 over 8 lanes a row), which never stages, even when
+// asked to: the staged tile is written and read in whole vec4s. (A version
+// that staged such plans, two lanes filling one vec4, got them wrong.)
+func TestFlashAttnPairsUnstaged(t *testing.T) {
+	in := inputs{dim: 80, gqa: 1, kvHeads: 1, kv: 4097, queries: 16}
+	fa, err := New(setup(t), Options{Wave: 64, Prefs: attention.Prefs{Br: 8, Stage: attention.StageOn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	p, err := fa.Plan(Shape{Queries: in.queries, Heads: in.heads(), KVHeads: in.kvHeads, HeadDim: in.dim, Context: in.context()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Chunk != 2 || p.Stage {
+		t.Fatalf("plan %v: want unstaged chunks of 2", p)
+	}
+	expect(t, []tc{{in, variant{8, 64, 1, attention.StageOn}}})
+}
