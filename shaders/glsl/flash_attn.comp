@@ -151,26 +151,40 @@ vec2 kv2f(uint w) {
                                  ((w >> 3) & 0x0FFFE000u) | (w & 0x80000000u)));
 }
 
-// stage_tile converts the K (or V) rows of keys t..t+BC-1 into kvs, keys
-// from ke on repeating the last valid one (they are masked). Each lane
-// issues the loads of all its SU chunks before using any: a loop that
-// stored each chunk as it arrived waited one memory latency per chunk.
-// Staged plans load at least 4 values at a time (attention.Plan.Stage), so
-// every chunk fills whole vec4s of kvs.
+// Staging runs in two halves so that loads overlap arithmetic: fetch_tile
+// issues a lane's SU chunk loads of a tile's K (or V) rows into pre_k
+// (pre_v), keys from ke on repeating the last valid one (they are masked);
+// store_tile converts them into kvs once they are needed. The main loop
+// fetches a tile's V before its scores and the next tile's K before the
+// current tile's softmax, so neither waits a memory latency of its own.
+// (A loop that stored each chunk as it arrived waited one latency per
+// chunk, and prefill attention ran at half its speed.) Staged plans load at
+// least 4 values at a time (attention.Plan.Stage), so every chunk fills
+// whole vec4s of kvs.
 const uint SU = (BC * NCHUNK + W - 1) / W; // chunks each lane stages
-void stage_tile(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
-    uvec4 w[SU];
+uvec4 pre_k[STAGE ? SU : 1];
+uvec4 pre_v[STAGE ? SU : 1];
+
+void fetch_tile(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
     [[unroll]] for (uint r = 0; r < SU; r++) {
         const uint it = min(lane + r * W, BC * NCHUNK - 1);
         const uint base = min(t + it / NCHUNK, ke - 1) * kv_stride + kv_off + (it % NCHUNK) * CH;
-        w[r] = v ? load_v(base) : load_k(base);
+        if (v) {
+            pre_v[r] = load_v(base);
+        } else {
+            pre_k[r] = load_k(base);
+        }
     }
+}
+
+void store_tile(bool v, uint lane) {
     [[unroll]] for (uint r = 0; r < SU; r++) {
         const uint it = lane + r * W;
         if (it < BC * NCHUNK) {
             const uint e = it * CH; // = key * D + dim: chunks tile the rows
+            const uvec4 w = v ? pre_v[r] : pre_k[r];
             [[unroll]] for (uint i = 0; i < HALF; i += 2) {
-                kvs[e / 4 + i / 2] = vec4(kv2f(w[r][i]), kv2f(w[r][i + 1]));
+                kvs[e / 4 + i / 2] = vec4(kv2f(w[i]), kv2f(w[i + 1]));
             }
         }
     }
@@ -248,6 +262,9 @@ void main() {
     float m = NEG;
     float l = 0.0;
 
+    if (STAGE && kb < ke) {
+        fetch_tile(false, lane, kb, ke, kv_stride, kv_off);
+    }
     for (uint t = kb; t < ke; t += BC) {
         // The previous tile's reads of shared memory are done.
         if (MASK || XSG || STAGE) {
@@ -285,12 +302,17 @@ void main() {
                 any = any || mlive[i] != 0u;
             }
             if (!any) {
-                continue; // uniform: every lane read the same flags
+                // Uniform: every lane read the same flags.
+                if (STAGE && t + BC < ke) {
+                    fetch_tile(false, lane, t + BC, ke, kv_stride, kv_off);
+                }
+                continue;
             }
         }
 
         if (STAGE) {
-            stage_tile(false, lane, t, ke, kv_stride, kv_off);
+            store_tile(false, lane);
+            fetch_tile(true, lane, t, ke, kv_stride, kv_off); // in flight during the scores
             memoryBarrierShared();
             barrier();
         }
@@ -360,7 +382,10 @@ void main() {
 
         if (STAGE) {
             barrier(); // every slot has read the tile's K
-            stage_tile(true, lane, t, ke, kv_stride, kv_off);
+            store_tile(true, lane);
+            if (t + BC < ke) {
+                fetch_tile(false, lane, t + BC, ke, kv_stride, kv_off); // in flight during the softmax
+            }
             memoryBarrierShared();
             barrier();
         }
