@@ -134,9 +134,9 @@ func (s Shape) Check() error {
 //     register budget at this head dim and wave (16 rows × 128 dims at
 //     wave32 do; 256 dims need wave64), else 8; at Br = 8 the q-heads of a KV
 //     head are paired up while rows stay within the budget.
-//   - Bc: 32 keys per tile, 16 when a lane already holds 64 dims of Q and O,
-//     smaller while the shared memory would not fit (it never binds on real
-//     devices: the kernel needs at most a few KiB).
+//   - Bc: 32 keys per tile, 16 when a lane already holds 64 dims of Q and O
+//     or the tile is staged in shared memory (prefill, see Stage), smaller
+//     while the shared memory would not fit.
 //   - Splits: only when the query blocks × KV-head groups cannot fill the
 //     device: 16 workgroups per compute unit (32 units assumed when unknown),
 //     because decode is latency bound and each workgroup is one lane group
@@ -205,16 +205,16 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	// the workgroups an SM holds, and decode needs them all in flight
 	// (StageOn forces it). The kernel stages and reads whole vec4s, so only
 	// plans loading 4 or 8 values at a time stage.
-	fits := func() bool {
-		staged := p
-		staged.Stage = true
-		return p.Chunk >= 4 && staged.sharedBytes() <= dev.sharedMemory()
-	}
-	p.Stage = pref.Stage != StageOff && (p.Br > 1 || pref.Stage == StageOn) && fits()
 	// Staged tiles take 16 keys: at wave 64, 32-key tiles took 12.2 ms
 	// where 16-key ones took 10.7 (and wave 32 has 16 already).
-	if p.Stage && pref.Bc == 0 {
-		p.Bc = min(p.Bc, 16)
+	staged := p
+	staged.Stage = true
+	if pref.Bc == 0 {
+		staged.Bc = min(p.Bc, 16)
+	}
+	if pref.Stage != StageOff && (p.Br > 1 || pref.Stage == StageOn) && p.Chunk >= 4 &&
+		staged.sharedBytes() <= dev.sharedMemory() {
+		p = staged
 	}
 	p.SharedBytes = p.sharedBytes()
 	if p.SharedBytes > dev.sharedMemory() {

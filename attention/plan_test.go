@@ -226,7 +226,11 @@ func TestPlanStage(t *testing.T) {
 			t.Errorf("%s: %v, want staged %v", c.name, p, c.stage)
 		}
 		// The staged tile is Bc keys × 128 dims of f32.
-		if unstaged, _ := PlanFor(dev, w, c.s, Prefs{Stage: StageOff, Bc: p.Bc}); p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
+		unstaged, err := PlanFor(dev, w, c.s, Prefs{Stage: StageOff, Bc: p.Bc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Stage && p.SharedBytes != unstaged.SharedBytes+4*p.Bc*128 {
 			t.Errorf("%s: %d bytes of shared memory, unstaged %d", c.name, p.SharedBytes, unstaged.SharedBytes)
 		}
 	}

@@ -83,6 +83,9 @@ func benchCmd(args []string) error {
 	if _, err := parseIntDot(lo.intDot); err != nil {
 		return err
 	}
+	if lo.backend == "cpu" && lo.intDot == "on" {
+		return errIntDotCPU
+	}
 	lo.threads = c.Threads
 	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {
 		l := lo

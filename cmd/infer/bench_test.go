@@ -191,6 +191,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bad ubatch", []string{"-m", story, "-ub", "0"}, "-ub 0"},
 		{"bad backend", []string{"-m", story, "--backend", "metal"}, "--backend"},
 		{"wave on the CPU", []string{"-m", story, "--backend", "cpu", "--wave", "32"}, "CPU backend has no wave"},
+		{"int-dot on the CPU", []string{"-m", story, "--backend", "cpu", "--int-dot", "on"}, "CPU backend computes in f32"},
+		{"bad int-dot", []string{"-m", story, "--int-dot", "maybe"}, "want on, off or auto"},
 		{"unknown flag", []string{"-m", story, "--nonsense"}, "unknown flag"},
 		{"stray argument", []string{"-m", story, "extra"}, "unexpected argument"},
 		{"negative ngl", []string{"-m", story, "-ngl", "-1"}, "-ngl -1"},

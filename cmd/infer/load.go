@@ -95,6 +95,9 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 func (l *loadFlags) openBackend() (backend.Backend, error) {
 	switch l.backend {
 	case "cpu":
+		if l.intDot == "on" {
+			return nil, errIntDotCPU
+		}
 		return cpu.New(l.threads), nil
 	case "vulkan", "auto":
 		wave, err := attention.ParseWave(l.wave)
@@ -132,9 +135,9 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 				return e, nil
 			}
 			dev.Close()
-			// A wave the device cannot run is the user's choice, not a
-			// missing GPU: never fall back over it.
-			if wave != 0 {
+			// A wave or integer dot products the device cannot run are the
+			// user's choice, not a missing GPU: never fall back over them.
+			if wave != 0 || (intDot != nil && *intDot) {
 				return nil, err
 			}
 		}
@@ -194,6 +197,8 @@ func humanBytes(n uint64) string {
 }
 
 const intDotUsage = "matrix products on 8-bit activations and integer dot products: on, off or auto (on where the device runs them natively)"
+
+var errIntDotCPU = fmt.Errorf("--int-dot on: the CPU backend computes in f32; it applies to --backend vulkan")
 
 // parseIntDot reads --int-dot: nil for auto.
 func parseIntDot(s string) (*bool, error) {

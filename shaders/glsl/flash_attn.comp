@@ -8,8 +8,9 @@
 // of them). The lanes form RL row slots of DL = W/RL lanes; a slot owns one
 // row, and each of its lanes owns NCH chunks of CH head dims (chunk ci of a
 // row is dims ci*CH.., held by lane ci % DL). Q (pre-scaled) and O for those
-// dims stay in the lane's registers for the whole KV loop, so a K/V chunk is
-// read straight from memory into the lanes that need it, no staging.
+// dims stay in the lane's registers for the whole KV loop. In decode a K/V
+// chunk is read straight from memory into the lanes that need it; prefill
+// stages each tile in shared memory first (STAGE, below).
 //
 // The one cross-lane step is the dot product q·k, summed over the DL lanes of
 // a slot: with shuffles when DL < SG, subgroupAdd when DL == SG (the lane

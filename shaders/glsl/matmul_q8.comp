@@ -45,8 +45,7 @@ layout(push_constant) uniform Push {
 #include "dequant.glsl"
 #include "slices.glsl"
 
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4(uint a, uint b, spirv_literal int packedFormat);
+#include "dot4.glsl"
 
 const uint BK = QK;                      // values of k per weight tile
 const uint CK = KC < BK ? KC : BK;       // values of k per activation chunk
@@ -109,8 +108,8 @@ void loadB(uint n0, uint k) {
             q = xq4[v / 16u];
             d = xd[pc.N * pc.K / 4u + v / 32u];
         }
-        int sum = sdot4(q.x, 0x01010101u, 0) + sdot4(q.y, 0x01010101u, 0) +
-                  sdot4(q.z, 0x01010101u, 0) + sdot4(q.w, 0x01010101u, 0);
+        int sum = sdot4(q.x, 0x01010101u) + sdot4(q.y, 0x01010101u) +
+                  sdot4(q.z, 0x01010101u) + sdot4(q.w, 0x01010101u);
         shB[n * (BU + 1u) + u] = q;
         shBS[n * BU + u] = vec2(d, d * float(sum));
     }
@@ -133,8 +132,8 @@ void multiply(uint tm, uint tn, uint au) {
         }
         [[unroll]] for (uint i = 0u; i < TM; i++) {
             [[unroll]] for (uint j = 0u; j < TN; j++) {
-                int p = sdot4(a[i].x, b[j].x, 0) + sdot4(a[i].y, b[j].y, 0) +
-                        sdot4(a[i].z, b[j].z, 0) + sdot4(a[i].w, b[j].w, 0);
+                int p = sdot4(a[i].x, b[j].x) + sdot4(a[i].y, b[j].y) +
+                        sdot4(a[i].z, b[j].z) + sdot4(a[i].w, b[j].w);
                 acc[i * TN + j] += am[i].x * (bs[j].x * float(p)) + am[i].y * bs[j].y;
             }
         }

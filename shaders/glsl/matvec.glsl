@@ -53,15 +53,9 @@ layout(binding = 1) readonly buffer Wts4 { uvec4 W4[]; };
 // The q8 layout (quantize_q8.comp): NCOLS rows of K int8 values, 4 to a
 // word, then one f32 scale per 32 values. K is a multiple of 32, so the
 // scales start on a word and every group's values on a whole word.
-layout(binding = 2) readonly buffer XQ { uint xq[]; };
 layout(binding = 2) readonly buffer XQ2 { uvec2 xq2[]; };
 layout(binding = 2) readonly buffer XQ4 { uvec4 xq4[]; };
 layout(binding = 2) readonly buffer XD { float xd[]; };
-// sdot4 is the sum of the products of the four signed bytes of a and b
-// (SPIR-V OpSDot on packed 4x8-bit vectors; glslang names no built-in).
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4(uint a, uint b, spirv_literal int packedFormat);
-#define SDOT4(a, b) sdot4(a, b, 0)
 #else
 layout(binding = 2) readonly buffer X { vec4 x4[]; };
 #endif
@@ -207,7 +201,7 @@ void main() {
                     }
                     int sum = 0;
                     for (uint i = 0u; i < GV; i++) {
-                        sum += SDOT4(xv[n * 8u + g * GV + i], 0x01010101u);
+                        sum += sdot4(xv[n * 8u + g * GV + i], 0x01010101u);
                     }
                     float d = xd[NCOLS * pc.K / 4u + v / 32u];
                     xsc[n * 4u + g] = d;
@@ -254,7 +248,7 @@ void main() {
 #ifdef Q8X
                         int p = 0;
                         for (uint i = 0u; i < GV; i++) {
-                            p += SDOT4(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                            p += sdot4(q[g * GV + i], xv[n * 8u + g * GV + i]);
                         }
                         float d = xsc[n * 4u + g] * float(p);
 #else

@@ -3,4 +3,5 @@
 #extension GL_EXT_spirv_intrinsics : require
 // Q8X: 8-bit activations in packed integer dot products (see matvec.glsl).
 #define Q8X
+#include "dot4.glsl"
 #include "matvec.glsl"

@@ -2,7 +2,7 @@
 // rms_norm: dst[r][c] = x[r][c] / sqrt(mean(x[r]^2) + eps) * w[c].
 // One workgroup per row. dst may alias x: every invocation rewrites only the
 // elements it read itself. With Q8 the rows (cols a multiple of 32) are
-// also written in matvec_q8's 8-bit layout (q8.glsl), for decode: one
+// also written in the 8-bit layout of the integer-dot products (q8.glsl): one
 // dispatch and one barrier fewer than rounding them in a pass of their own.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

@@ -46,6 +46,9 @@ type Engine struct {
 	weights arena
 	cache   backend.Cache
 	kc, vc  []*vk.Buffer // per layer f16 [Context][KVDim]
+	// q8Weights: some weight takes 8-bit activations, so kernels writing
+	// activations also write their 8-bit copies.
+	q8Weights bool
 }
 
 // New builds the backend on an open device.
@@ -154,6 +157,7 @@ func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) 
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", name, err)
 	}
+	e.q8Weights = e.q8Weights || e.k.UseQ8(t)
 	return &tensor{rows: rows, cols: cols, typ: t, b: b}, nil
 }
 

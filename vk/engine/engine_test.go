@@ -34,7 +34,7 @@ func openWith(t *testing.T, o engine.Options) *engine.Engine {
 	return e
 }
 
-// intDot forces decode's 8-bit-activation products on, which lavapipe
+// intDot forces 8-bit-activation products on, which lavapipe
 // (whose dot products are emulated) does not take by default.
 var intDot = engine.Options{IntDot: func() *bool { on := true; return &on }()}
 
@@ -53,7 +53,7 @@ const kvTolerance = 3e-2
 const intDotTolerance = 0.3
 
 // TestGoldenVulkan runs every llama.cpp golden file through the GPU engine,
-// and again with 8-bit activations in decode's products.
+// and again with 8-bit activations in its products.
 func TestGoldenVulkan(t *testing.T) {
 	for name, tol := range golden.Files(t) {
 		tol.Logit = max(tol.Logit, kvTolerance)

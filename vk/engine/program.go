@@ -210,9 +210,10 @@ func (p *program) q8Copy(t *tensor) *q8Copy {
 
 // q8Out returns the 8-bit copy a kernel writing activation t should fill
 // as it goes, or nil where products take f32 activations: without the
-// integer path, or for rows that are not whole blocks of 32 values.
+// integer path or weights that use it, or for rows that are not whole
+// blocks of 32 values.
 func (p *program) q8Out(t *tensor) *q8Copy {
-	if !p.e.k.Q8 || t.cols%32 != 0 || t.b.Off%16 != 0 {
+	if !p.e.q8Weights || t.cols%32 != 0 || t.b.Off%16 != 0 {
 		return nil
 	}
 	return p.q8Copy(t)
@@ -239,10 +240,7 @@ func (p *program) productQ8(d, m, a, r *tensor) {
 		reads, res = append(reads, r.b), &r.b
 	}
 	p.op(reads, bindings(d.b), func() error {
-		if a.rows > kernels.MaxMatVecCols {
-			if res != nil {
-				return fmt.Errorf("matmul_q8: no residual form (MatMulAdd adds it apart)")
-			}
+		if a.rows > kernels.MaxMatVecCols { // never with a residual: MatMulAdd adds it apart
 			return p.e.k.MatMulQ8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.TileQ8)
 		}
 		return p.e.k.MatVecQ8With(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVecQ8For(m.rows, m.cols))

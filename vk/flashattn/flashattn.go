@@ -18,6 +18,7 @@ import (
 	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/shaders"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
 // Shape is one attention op: Queries rows of q, f32 [Queries][Heads*HeadDim],
@@ -180,8 +181,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		if p.Splits == 1 || sh.HeadDim%32 != 0 {
 			return fmt.Errorf("flashattn: an 8-bit output needs split-k and head dims in blocks of 32 (plan %v, head dim %d)", p, sh.HeadDim)
 		}
-		rows := int64(sh.Queries) * int64(sh.Heads) * int64(sh.HeadDim)
-		checks = append(checks, check{"q8", io.Q8, rows + 4*(rows/32)})
+		checks = append(checks, check{"q8", io.Q8, kernels.Q8Bytes(sh.Queries, sh.Heads*sh.HeadDim)})
 	} else {
 		io.Q8 = vk.Binding{Buf: f.dummy}
 	}

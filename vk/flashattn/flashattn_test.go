@@ -852,7 +852,10 @@ func TestFlashAttnQ8Output(t *testing.T) {
 	if err := outBuf.Read(io.Q8.Off, raw); err != nil {
 		t.Fatal(err)
 	}
-	got := kernels.DecodeQ8(raw, n, K)
+	got, err := kernels.DecodeQ8(raw, n, K)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for b := 0; b < n*K/32; b++ {
 		amax := 0.0
 		for _, v := range out[32*b : 32*b+32] {

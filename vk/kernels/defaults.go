@@ -59,8 +59,9 @@ var defaultQ8Tiles = []Tile{
 	{BM: 32, BN: 32, TM: 4, TN: 4},
 }
 
-// Q8Tiles are the matmul_q8 tiles a tuning sweep tries and TestMatMulQ8
-// checks beyond the defaults.
+// Q8Tiles are the matmul_q8 tiles that BenchmarkMatMulQ4K -sweep tries and
+// TestMatMulQ8 checks beyond the defaults (infer tune does not sweep the
+// 8-bit kernels yet).
 var Q8Tiles = []Tile{
 	{BM: 64, BN: 64, TM: 4, TN: 4},
 	{BM: 64, BN: 128, TM: 4, TN: 8},

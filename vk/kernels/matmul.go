@@ -113,13 +113,16 @@ func Q8Bytes(n, K int) int64 { return int64(n)*int64(K) + f32(n*K/32) }
 
 // DecodeQ8 returns the values q*d that raw holds in the q8 layout, for n
 // columns of K (a multiple of 32): what matvec_q8 computes with.
-func DecodeQ8(raw []byte, n, K int) []float32 {
+func DecodeQ8(raw []byte, n, K int) ([]float32, error) {
+	if n < 1 || K < 1 || K%32 != 0 || int64(len(raw)) < Q8Bytes(n, K) {
+		return nil, fmt.Errorf("kernels: %d bytes of q8 for %d columns of %d", len(raw), n, K)
+	}
 	v := make([]float32, n*K)
 	for i := range v {
 		d := math.Float32frombits(binary.LittleEndian.Uint32(raw[n*K+4*(i/32):]))
 		v[i] = float32(int8(raw[i])) * d
 	}
-	return v
+	return v, nil
 }
 
 // QuantizeQ8 records the rounding of n columns of K f32 activations (K a
@@ -130,7 +133,7 @@ func (k *Kernels) QuantizeQ8(s *vk.Sequence, dst, x vk.Binding, n, K int) error 
 
 // SwiGLUQ8 records out = silu(gate) * up over n columns of K values (K a
 // multiple of 32), written both as f32 to out and in the q8 layout to dst:
-// decode's SwiGLU fused with the rounding of its result.
+// the SwiGLU fused with the rounding of its result.
 func (k *Kernels) SwiGLUQ8(s *vk.Sequence, dst, out, gate, up vk.Binding, n, K int) error {
 	return k.quantizeQ8(s, dst, gate, &up, &out, n, K)
 }
@@ -184,6 +187,9 @@ func (k *Kernels) MatVecQ8With(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Bind
 	}
 	if !k.info.IntegerDot {
 		return fmt.Errorf("kernels: matvec_q8: the device lacks the integer dot product feature")
+	}
+	if err := vec4Aligned("matvec_q8", xq); err != nil { // read as 16- and 8-byte words
+		return err
 	}
 	return k.matVec(s, dst, w, xq, r, true, t, n, rows, K, sh)
 }

@@ -18,7 +18,10 @@ import (
 func q8Values(t *testing.T, raw []byte, x []float32, n, K int) []float32 {
 	t.Helper()
 	blocks := n * K / 32
-	got := DecodeQ8(raw, n, K)
+	got, err := DecodeQ8(raw, n, K)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bad := 0
 	for b := 0; b < blocks; b++ {
 		d := math.Float32frombits(binary.LittleEndian.Uint32(raw[n*K+4*b:]))
@@ -211,7 +214,10 @@ func TestMatMulQ8(t *testing.T) {
 			c.K = kFor(qt)[c.K]
 			tile := tiles[i%len(tiles)]
 			i++
-			for tile.Q8SharedBytes(qt) > k.info.SharedMemory || tile.Invocations() > k.info.MaxWorkgroupInvocations {
+			for tries := 0; tile.Q8SharedBytes(qt) > k.info.SharedMemory || tile.Invocations() > k.info.MaxWorkgroupInvocations; tries++ {
+				if tries == len(tiles) {
+					t.Fatalf("no 8-bit tile fits %d bytes of shared memory", k.info.SharedMemory)
+				}
 				tile = tiles[i%len(tiles)] // does not fit this device: the next
 				i++
 			}
