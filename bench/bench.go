@@ -152,22 +152,25 @@ func (c *Config) tests() []Test {
 	return ts
 }
 
-// contextFor is the KV cache a loaded model needs for every test at every
-// depth, padded to a multiple of 256 as llama.cpp pads n_ctx.
-func (c *Config) contextFor() int {
+// contextFor is the KV cache the tests at depth need, padded to a multiple
+// of 256 as llama.cpp pads n_ctx. llama-bench sizes each test's context as
+// n_prompt + n_gen + n_depth; a shared context sized for the deepest test
+// would make shallow ones pay for it (the split-k count of attention
+// follows the context, and decode at depth 0 ran 5 % slower at 17k than at
+// 256 on an H200).
+func (c *Config) contextFor(depth int) int {
 	need := 0
-	for _, d := range c.Depth {
-		for _, t := range c.tests() {
-			need = max(need, d+t.Prompt+t.Gen)
-		}
+	for _, t := range c.tests() {
+		need = max(need, depth+t.Prompt+t.Gen)
 	}
 	return (need + 255) / 256 * 256
 }
 
 // Run measures every combination in c, in llama-bench's order (model, wave,
 // ubatch, fa, depth, then the tests), and hands each result to emit as soon
-// as it is measured. A model is loaded once per (wave, ubatch, fa): those are
-// fixed when the backend and the model's programs are made.
+// as it is measured. A model is loaded once per (wave, ubatch, fa, depth):
+// those are fixed when the backend, its KV cache and the model's programs
+// are made.
 func Run(c Config, emit func(Result) error) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -220,15 +223,27 @@ type runner struct {
 	total int
 }
 
-// instance loads one model on a fresh backend and measures everything that
-// shares that load.
+// instance measures the tests of one (model, wave, ubatch, fa) at every
+// depth.
 func (r *runner) instance(spec string, f *gguf.File, wave, ub, fa int, emit func(Result) error) error {
+	for _, depth := range r.c.Depth {
+		if err := r.atDepth(spec, f, wave, ub, fa, depth, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// atDepth loads the model on a fresh backend with the context the tests at
+// depth need, fills the cache to depth and measures the tests.
+func (r *runner) atDepth(spec string, f *gguf.File, wave, ub, fa, depth int, emit func(Result) error) error {
 	be, err := r.c.Open(wave, fa == 1)
 	if err != nil {
 		return err
 	}
-	r.logf("loading %s (wave %s, ubatch %d, fa %d)", spec, waveName(wave), ub, fa)
-	m, err := model.Load(f, be, model.Options{Context: r.c.contextFor(), UBatch: ub})
+	ctx := r.c.contextFor(depth)
+	r.logf("loading %s (wave %s, ubatch %d, fa %d, context %d)", spec, waveName(wave), ub, fa, ctx)
+	m, err := model.Load(f, be, model.Options{Context: ctx, UBatch: ub})
 	if err != nil {
 		be.Close()
 		return err
@@ -237,19 +252,17 @@ func (r *runner) instance(spec string, f *gguf.File, wave, ub, fa int, emit func
 	r.vocab = m.HP.Vocab
 	base := r.describe(spec, f, be, ub)
 	base.FlashAttn = fa
-	for _, depth := range r.c.Depth {
-		if err := r.fill(m, depth); err != nil {
-			return err
+	if err := r.fill(m, depth); err != nil {
+		return err
+	}
+	for _, t := range r.c.tests() {
+		t.Depth = depth
+		res := base
+		if err := r.measure(m, t, &res); err != nil {
+			return fmt.Errorf("%s %s: %w", spec, t.Name(), err)
 		}
-		for _, t := range r.c.tests() {
-			t.Depth = depth
-			res := base
-			if err := r.measure(m, t, &res); err != nil {
-				return fmt.Errorf("%s %s: %w", spec, t.Name(), err)
-			}
-			if err := emit(res); err != nil {
-				return err
-			}
+		if err := emit(res); err != nil {
+			return err
 		}
 	}
 	return nil

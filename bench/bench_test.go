@@ -53,8 +53,9 @@ func (p spyProgram) Run(tokens []int32, pos int, out []float32) error {
 }
 
 // TestMethod runs a small benchmark on the CPU backend and checks every
-// forward pass against llama-bench's method: one load per fa value, fill
-// each depth once in ubatch pieces, warm each test up (whole prompt, one
+// forward pass against llama-bench's method: one load per fa value and
+// depth, with the context that depth's tests need, fill each depth once in
+// ubatch pieces, warm each test up (whole prompt, one
 // token), then per repetition the prompt at pos=depth and the tokens one by
 // one after it.
 func TestMethod(t *testing.T) {
@@ -95,8 +96,8 @@ func TestMethod(t *testing.T) {
 	if want := rep(2, load...); !slices.Equal(calls, want) {
 		t.Errorf("forward passes (n, pos):\n got %v\nwant %v", calls, want)
 	}
-	if !slices.Equal(opens, []string{"0 false", "0 true"}) || !slices.Equal(contexts, []int{256, 256}) {
-		t.Errorf("backends opened for (wave, flash) %q with KV contexts %v; want (0, false) then (0, true), each at 256 (12 positions padded)", opens, contexts)
+	if !slices.Equal(opens, []string{"0 false", "0 false", "0 true", "0 true"}) || !slices.Equal(contexts, []int{256, 256, 256, 256}) {
+		t.Errorf("backends opened for (wave, flash) %q with KV contexts %v; want (0, false) twice (depths 0 and 8) then (0, true) twice, each at 256 (at most 12 positions, padded)", opens, contexts)
 	}
 
 	names := []string{"pp4", "tg2", "pp3+tg1", "pp4 @ d8", "tg2 @ d8", "pp3+tg1 @ d8"}
@@ -169,18 +170,22 @@ func TestTestName(t *testing.T) {
 	}
 }
 
+// TestContext sizes each depth's context as llama-bench does: the deepest
+// test at that depth, padded to 256.
 func TestContext(t *testing.T) {
 	c := Defaults()
-	c.Depth = []int{0, 8192}
-	if got := c.contextFor(); got != 8704 {
+	if got := c.contextFor(0); got != 512 {
+		t.Errorf("pp512/tg128 at d0: context %d, want 512", got)
+	}
+	if got := c.contextFor(8192); got != 8704 {
 		t.Errorf("pp512/tg128 at d8192: context %d, want 8704", got)
 	}
-	c.Depth, c.PG = []int{16384}, []PG{{512, 128}}
-	if got := c.contextFor(); got != 17152 {
+	c.PG = []PG{{512, 128}}
+	if got := c.contextFor(16384); got != 17152 {
 		t.Errorf("pp512+tg128 at d16384: context %d, want 17152 (17024 padded to 256)", got)
 	}
-	c.Prompt, c.Gen, c.PG, c.Depth = []int{16}, []int{8}, nil, []int{0, 32}
-	if got := c.contextFor(); got != 256 {
+	c.Prompt, c.Gen, c.PG = []int{16}, []int{8}, nil
+	if got := c.contextFor(32); got != 256 {
 		t.Errorf("pp16/tg8 at d32: context %d, want 256", got)
 	}
 }
