@@ -143,47 +143,15 @@ func TestMatVecQ8(t *testing.T) {
 			resid := i%3 == 1
 			i++
 			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%s/resid=%v", qt, c.rows, c.K, c.n, sh, resid), func(t *testing.T) {
-				testMatVecQ8(t, k, qt, c, sh, resid)
+				testQ8Product(t, k, qt, c, resid, func(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Binding) error {
+					return k.MatVecQ8With(s, dst, w, xq, r, qt, c.n, c.rows, c.K, sh)
+				})
 			})
 		}
 	}
 	if err := k.MatVecQ8With(nil, whole(kern.dummy), whole(kern.dummy), whole(kern.dummy), nil, quant.F16, 1, 1, 32, k.MatVec); err == nil {
 		t.Error("F16 weights were accepted")
 	}
-}
-
-func testMatVecQ8(t *testing.T, k *Kernels, qt quant.Type, c matCase, sh MatVecShape, resid bool) {
-	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
-	raw, deq := quantized(t, r, qt, c.rows, c.K)
-	x := normals(r, c.n*c.K, 1)
-	xq := q8Values(t, quantizeOnGPU(t, k, x, c.n, c.K), x, c.n, c.K)
-	want, scale := matRef(deq, xq, c.n, c.rows, c.K)
-
-	const wOff = 256
-	wb := buffer(t, wOff+int64(len(raw)), nil)
-	if err := wb.Write(wOff, pad4(raw)); err != nil {
-		t.Fatal(err)
-	}
-	xb := floatBuffer(t, x)
-	qb := buffer(t, Q8Bytes(c.n, c.K), nil)
-	res := normals(r, c.n*c.rows, 10)
-	db := floatBuffer(t, res)
-	var rb *vk.Binding
-	if resid {
-		rb = &vk.Binding{Buf: db}
-		for i := range want {
-			want[i] += float64(res[i])
-			scale[i] += math.Abs(float64(res[i]))
-		}
-	}
-	run(t, func(s *vk.Sequence) error {
-		if err := k.QuantizeQ8(s, whole(qb), whole(xb), c.n, c.K); err != nil {
-			return err
-		}
-		s.Barrier()
-		return k.MatVecQ8With(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(qb), rb, qt, c.n, c.rows, c.K, sh)
-	})
-	compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
 }
 
 // TestMatMulQ8 checks the tiled product on 8-bit activations for every
@@ -222,7 +190,7 @@ func TestMatMulQ8(t *testing.T) {
 				i++
 			}
 			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%dx%d/%dx%d/k%d", qt, c.rows, c.K, c.n, tile.BM, tile.BN, tile.TM, tile.TN, tile.q8Chunk(qt)), func(t *testing.T) {
-				testQ8Product(t, k, qt, c, func(s *vk.Sequence, dst, w, xq vk.Binding) error {
+				testQ8Product(t, k, qt, c, false, func(s *vk.Sequence, dst, w, xq vk.Binding, _ *vk.Binding) error {
 					return k.MatMulQ8(s, dst, w, xq, qt, c.n, c.rows, c.K, tile)
 				})
 			})
@@ -235,8 +203,11 @@ func TestMatMulQ8(t *testing.T) {
 
 // testQ8Product runs rec (a product on 8-bit activations) on case c and
 // compares dst with the float64 product of the exact weights and the
-// activations as QuantizeQ8 rounded them.
-func testQ8Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, rec func(s *vk.Sequence, dst, w, xq vk.Binding) error) {
+// activations as QuantizeQ8 rounded them; with resid, rec gets dst as the
+// residual too (in place, as the engine uses it) and dst starts with its
+// values.
+func testQ8Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, resid bool,
+	rec func(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Binding) error) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
 	raw, deq := quantized(t, r, qt, c.rows, c.K)
@@ -250,13 +221,22 @@ func testQ8Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, rec func(
 	}
 	xb := floatBuffer(t, x)
 	qb := buffer(t, Q8Bytes(c.n, c.K), nil)
-	db := buffer(t, f32(c.n*c.rows), nil)
+	res := normals(r, c.n*c.rows, 10)
+	db := floatBuffer(t, res)
+	var rb *vk.Binding
+	if resid {
+		rb = &vk.Binding{Buf: db}
+		for i := range want {
+			want[i] += float64(res[i])
+			scale[i] += math.Abs(float64(res[i]))
+		}
+	}
 	run(t, func(s *vk.Sequence) error {
 		if err := k.QuantizeQ8(s, whole(qb), whole(xb), c.n, c.K); err != nil {
 			return err
 		}
 		s.Barrier()
-		return rec(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(qb))
+		return rec(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(qb), rb)
 	})
 	compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
 }
