@@ -27,6 +27,7 @@ type Prefs struct {
 	Br     int // query positions per workgroup: 1, 8 or 16
 	Bc     int // keys per tile: 8, 16, 32 or 64
 	Splits int // KV splits per query block (1 = no split-k), at most MaxSplits
+	Heads  int // q-heads per workgroup: a divisor of the GQA group
 	// Stage overrides the policy's choice of staging K and V in shared
 	// memory (Plan.Stage); staging still needs the tile to fit.
 	Stage StagePref
@@ -163,12 +164,18 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 		return Plan{}, fmt.Errorf("attention: Br %d (want 1, 8 or 16)", p.Br)
 	}
 	// The largest divisor of the GQA group that keeps the rows within the cap.
-	p.Heads = 1
-	for h := group; h >= 1; h-- {
-		if group%h == 0 && p.Br*h <= max(rowCap, p.Br) {
-			p.Heads = h
-			break
+	p.Heads = pref.Heads
+	if p.Heads == 0 {
+		p.Heads = 1
+		for h := group; h >= 1; h-- {
+			if group%h == 0 && p.Br*h <= max(rowCap, p.Br) {
+				p.Heads = h
+				break
+			}
 		}
+	}
+	if p.Heads < 1 || group%p.Heads != 0 {
+		return Plan{}, fmt.Errorf("attention: %d q-heads per workgroup do not divide the GQA group of %d", p.Heads, group)
 	}
 	p.RowSlots = 1 << bits.Len(uint(p.Rows()-1))
 	if p.RowSlots > w.W {

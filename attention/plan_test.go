@@ -241,3 +241,20 @@ func TestPlanStage(t *testing.T) {
 		t.Errorf("4 KiB of shared memory: %v %v, want unstaged", p, err)
 	}
 }
+
+// TestPlanHeads takes an explicit count of q-heads per workgroup when it
+// divides the GQA group, and refuses one that does not.
+func TestPlanHeads(t *testing.T) {
+	dev := load(t, "nvidia-h200-proprietary.json")
+	w := wave(t, dev, 32)
+	p, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Heads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Heads != 2 || p.RowSlots != 2 || p.LanesPerRow != 16 {
+		t.Errorf("2 heads per workgroup at wave 32: %v, want 2 rows of 16 lanes", p)
+	}
+	if _, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Heads: 3}); err == nil || !strings.Contains(err.Error(), "do not divide") {
+		t.Errorf("3 heads of a group of 4: %v, want an error", err)
+	}
+}

@@ -30,6 +30,7 @@ var (
 	benchSplits = flag.Int("splits", 0, "BenchmarkLlama3: force the split-k count of decode (0: the policy's)")
 	benchBc     = flag.Int("bc", 0, "BenchmarkLlama3: force the keys per tile (0: the policy's)")
 	benchStage  = flag.Int("stage", 0, "BenchmarkLlama3: staging of K and V in shared memory: 0 the policy's, 1 off, 2 on")
+	benchPerWG  = flag.Int("heads", 0, "BenchmarkLlama3: force the q-heads per workgroup (0: the policy's)")
 )
 
 // The Llama-3-8B attention shape.
@@ -77,7 +78,7 @@ func BenchmarkLlama3(b *testing.B) {
 }
 
 func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
-	prefs := attention.Prefs{Br: c.br, Bc: *benchBc, Stage: attention.StagePref(*benchStage)}
+	prefs := attention.Prefs{Br: c.br, Bc: *benchBc, Stage: attention.StagePref(*benchStage), Heads: *benchPerWG}
 	if c.queries == 1 {
 		prefs.Splits = *benchSplits
 	}
