@@ -136,8 +136,8 @@ func (s Shape) Check() error {
 //     wave32 do; 256 dims need wave64), else 8; at Br = 8 the q-heads of a KV
 //     head are paired up while rows stay within the budget.
 //   - Bc: 32 keys per tile, 16 when a lane already holds 64 dims of Q and O
-//     or the tile is staged in shared memory (prefill, see Stage), smaller
-//     while the shared memory would not fit.
+//     or the tile is staged in shared memory (prefill, see Stage), 8 when
+//     both, smaller while the shared memory would not fit.
 //   - Splits: only when the query blocks × KV-head groups cannot fill the
 //     device: 16 workgroups per compute unit (32 units assumed when unknown),
 //     because decode is latency bound and each workgroup is one lane group
@@ -212,12 +212,17 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	// the workgroups an SM holds, and decode needs them all in flight
 	// (StageOn forces it). The kernel stages and reads whole vec4s, so only
 	// plans loading 4 or 8 values at a time stage.
-	// Staged tiles take 16 keys: at wave 64, 32-key tiles took 12.2 ms
-	// where 16-key ones took 10.7 (and wave 32 has 16 already).
+	// Staged tiles are small, as registers bound them: at wave 64 (32 dims
+	// of Q and O per lane) 32-key tiles took 12.2 ms where 16-key ones
+	// took 10.7 (8 keys: the same), and at wave 32 (64 dims per lane)
+	// 16-key tiles took 8.7 ms where 8-key ones took 6.95.
 	staged := p
 	staged.Stage = true
 	if pref.Bc == 0 {
 		staged.Bc = min(p.Bc, 16)
+		if p.DimsPerLane() >= maxDimsPerLane {
+			staged.Bc = 8
+		}
 	}
 	if pref.Stage != StageOff && (p.Br > 1 || pref.Stage == StageOn) && p.Chunk >= 4 &&
 		staged.sharedBytes() <= dev.sharedMemory() {

@@ -46,12 +46,12 @@ func TestPlanLlama3(t *testing.T) {
 		{"decode 16k", w32, llama3(1, 16384), 1, 4, 4, 8, 8, 32, 120, 16},
 		// Short context: splits stop at 2 tiles of keys each.
 		{"decode 1k", w32, llama3(1, 1024), 1, 4, 4, 8, 8, 32, 16, 16},
-		// Prefill: 16 rows of 2 lanes (64 dims each, so 16-key tiles), and
-		// 32 blocks × 32 heads need no split.
-		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 16, 1, 64},
+		// Prefill: 16 rows of 2 lanes (64 dims each), staged, so 8-key
+		// tiles, and 32 blocks × 32 heads need no split.
+		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 8, 1, 64},
 		// Fewer than 16 queries: Br 8, two q-heads per workgroup; 16
 		// workgroups split 60 ways to fill 60 CUs 16 deep.
-		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 16, 60, 64},
+		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 8, 60, 64},
 		// Wave64: 16 rows of 4 lanes; staged, so 16-key tiles.
 		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 16, 1, 32},
 	} {
@@ -179,7 +179,7 @@ func TestPlanH200Prefill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		named, err := PlanFor(dev, wave(t, dev, 32), s, Prefs{Br: 16, Bc: 16})
+		named, err := PlanFor(dev, wave(t, dev, 32), s, Prefs{Br: 16, Bc: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,8 +189,8 @@ func TestPlanH200Prefill(t *testing.T) {
 		// 32 query blocks × 32 heads make 1024 one-warp workgroups, 7.8 per
 		// SM; 3 splits bring that to the 16 per SM the policy asks for. The
 		// count does not depend on the KV length, which only bounds it.
-		if x, y, z := policy.Workgroups(s); policy.Wave.W != 32 || policy.Br != 16 || policy.Bc != 16 || x*y != 1024 || z != 3 {
-			t.Errorf("KV %d: %v, %d×%d×%d workgroups; want wave 32, Br 16, Bc 16, 32×32×3", kv, policy, x, y, z)
+		if x, y, z := policy.Workgroups(s); policy.Wave.W != 32 || policy.Br != 16 || policy.Bc != 8 || x*y != 1024 || z != 3 {
+			t.Errorf("KV %d: %v, %d×%d×%d workgroups; want wave 32, Br 16, Bc 8, 32×32×3", kv, policy, x, y, z)
 		}
 	}
 	// Without the SM count 32 units are assumed, which 1024 workgroups fill.
