@@ -163,6 +163,9 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	case p.Br != 1 && p.Br != 8 && p.Br != 16:
 		return Plan{}, fmt.Errorf("attention: Br %d (want 1, 8 or 16)", p.Br)
 	}
+	if pref.Stage < StageAuto || pref.Stage > StageOn {
+		return Plan{}, fmt.Errorf("attention: staging choice %d (want auto, off or on)", pref.Stage)
+	}
 	// The largest divisor of the GQA group that keeps the rows within the cap.
 	p.Heads = pref.Heads
 	if p.Heads == 0 {

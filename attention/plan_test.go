@@ -234,6 +234,9 @@ func TestPlanStage(t *testing.T) {
 			t.Errorf("%s: %d bytes of shared memory, unstaged %d", c.name, p.SharedBytes, unstaged.SharedBytes)
 		}
 	}
+	if _, err := PlanFor(dev, w, llama3(512, 16384), Prefs{Stage: StageOn + 1}); err == nil {
+		t.Error("an unknown staging choice was accepted")
+	}
 	// A device with room for the scores but not the tile runs unstaged.
 	small := dev
 	small.SharedMemory = 4096

@@ -140,6 +140,16 @@ func TestMatVecAdd(t *testing.T) {
 	}
 }
 
+// tiledCases are the awkward products the tiled kernels run for every weight
+// type: rows, columns, and K as an index into kFor.
+var tiledCases = []matCase{
+	{rows: 257, K: 1, n: 100},
+	{rows: 7, K: 3, n: 17},
+	{rows: 1025, K: 0, n: 9},
+	{rows: 255, K: 4, n: 100},
+	{rows: 1, K: 2, n: 9},
+}
+
 func TestMatMul(t *testing.T) {
 	k := setup(t)
 	tiles := []Tile{
@@ -150,16 +160,9 @@ func TestMatMul(t *testing.T) {
 		{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
 		k.Tile,
 	}
-	cases := []matCase{
-		{rows: 257, K: 1, n: 100}, // K is the index into kFor
-		{rows: 7, K: 3, n: 17},
-		{rows: 1025, K: 0, n: 9},
-		{rows: 255, K: 4, n: 100},
-		{rows: 1, K: 2, n: 9},
-	}
 	i := 0
 	for _, qt := range WeightTypes {
-		for _, c := range cases {
+		for _, c := range tiledCases {
 			c.K = kFor(qt)[c.K]
 			tile := tiles[i%len(tiles)]
 			i++

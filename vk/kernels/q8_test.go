@@ -166,19 +166,12 @@ func TestMatMulQ8(t *testing.T) {
 	}
 	tiles := append([]Tile{k.TileQ8, {BM: 16, BN: 16, TM: 2, TN: 2}, {BM: 13, BN: 13, TM: 1, TN: 1},
 		{BM: 8, BN: 32, TM: 1, TN: 4, KB: 32}}, Q8Tiles...)
-	cases := []matCase{
-		{rows: 257, K: 1, n: 100}, // K is the index into kFor
-		{rows: 7, K: 3, n: 17},
-		{rows: 1025, K: 0, n: 9},
-		{rows: 255, K: 4, n: 100},
-		{rows: 1, K: 2, n: 9},
-	}
 	i := 0
 	for _, qt := range WeightTypes {
 		if !HasQ8(qt) {
 			continue
 		}
-		for _, c := range cases {
+		for _, c := range tiledCases {
 			c.K = kFor(qt)[c.K]
 			tile := tiles[i%len(tiles)]
 			i++
