@@ -51,28 +51,44 @@ const MaxSplits = 256
 //
 // A workgroup is one lane group of Wave.W lanes. It owns Rows() = Br×Heads
 // query rows (Br consecutive positions of Heads q-heads that share one KV
-// head) and walks its KV range in tiles of Bc keys. The lanes form RowSlots
-// slots of LanesPerRow lanes; each slot owns one row, and each lane of a slot
-// owns HeadDim/LanesPerRow of its dims (in chunks of Chunk f16 values), so Q
-// and O for a row live in the registers of its slot. Dot products reduce over
-// the LanesPerRow lanes of a slot: subgroup operations when those lanes lie
-// in one hardware subgroup, shared memory when they span several.
+// head) and walks its KV range in tiles of Bc keys. The lanes form Slots
+// slots of LanesPerSlot lanes, and each lane of a slot owns its share of the
+// head dims (in chunks of Chunk f16 values), holding Q and O for them in
+// registers. Dot products reduce over the LanesPerSlot lanes of a slot, which
+// lie in one hardware subgroup, by subgroup operations.
+//
+// With Br > 1 (flash_attn.comp) a slot owns one row. With Br = 1 (decode,
+// flash_attn_decode.comp: Decode()) each lane holds its dims for all the
+// workgroup's heads and a slot owns keys instead: it reads one K and V row
+// at a time for every head, Bc/Slots keys per step.
 type Plan struct {
-	Wave        WaveChoice
-	HeadDim     int
-	Br          int
-	Heads       int
-	Bc          int
-	Splits      int
-	Mask        bool
-	RowSlots    int // power of two >= Rows(), at most Wave.W
-	LanesPerRow int // Wave.W / RowSlots
-	Chunk       int // f16 values per load: 8, 4 or 2
+	Wave         WaveChoice
+	HeadDim      int
+	Br           int
+	Heads        int
+	Bc           int
+	Splits       int
+	Mask         bool
+	Slots        int // rows: a power of two >= Rows(), at most Wave.W; decode: key slots
+	LanesPerSlot int // Wave.W / Slots
+	Chunk        int // f16 values per load: 8, 4 or 2
 	// Stage converts each tile's K, then V, once into shared memory as
 	// f32 for all the workgroup's rows, instead of every row slot loading
-	// and converting its own copy (only with Chunk >= 4).
+	// and converting its own copy (only with Chunk >= 4, never in decode).
 	Stage       bool
 	SharedBytes int // shared memory the kernel declares
+}
+
+// Decode reports whether the plan runs flash_attn_decode.comp: one query
+// row per workgroup, slots owning keys.
+func (p Plan) Decode() bool { return p.Br == 1 }
+
+// Shader is the kernel the plan runs.
+func (p Plan) Shader() string {
+	if p.Decode() {
+		return "flash_attn_decode"
+	}
+	return "flash_attn"
 }
 
 // Rows is the number of query rows a workgroup owns.
@@ -82,12 +98,8 @@ func (p Plan) Rows() int { return p.Br * p.Heads }
 // lane, in floats.
 func (p Plan) DimsPerLane() int {
 	chunks := p.HeadDim / p.Chunk
-	return ceilDiv(chunks, p.LanesPerRow) * p.Chunk
+	return ceilDiv(chunks, p.LanesPerSlot) * p.Chunk
 }
-
-// CrossSubgroup reports whether a row's dot products reduce through shared
-// memory because its lanes span several hardware subgroups.
-func (p Plan) CrossSubgroup() bool { return p.LanesPerRow > p.Wave.Subgroup }
 
 // Workgroups is the dispatch size for a shape: query blocks, KV-head groups,
 // splits.
@@ -96,12 +108,15 @@ func (p Plan) Workgroups(s Shape) (x, y, z int) {
 }
 
 func (p Plan) String() string {
-	stage := ""
+	slots, stage := "rows", ""
+	if p.Decode() {
+		slots = "key slots"
+	}
 	if p.Stage {
 		stage = " staged"
 	}
-	return fmt.Sprintf("%s Br=%d heads/wg=%d Bc=%d splits=%d rows=%d×%d lanes chunk=%d%s shared=%dB",
-		p.Wave, p.Br, p.Heads, p.Bc, p.Splits, p.RowSlots, p.LanesPerRow, p.Chunk, stage, p.SharedBytes)
+	return fmt.Sprintf("%s Br=%d heads/wg=%d Bc=%d splits=%d %s=%d×%d lanes chunk=%d%s shared=%dB",
+		p.Wave, p.Br, p.Heads, p.Bc, p.Splits, slots, p.Slots, p.LanesPerSlot, p.Chunk, stage, p.SharedBytes)
 }
 
 // Register budget: Q and O of a row take DimsPerLane floats each per lane.
@@ -129,8 +144,7 @@ func (s Shape) Check() error {
 
 // PlanFor chooses the geometry of a dispatch on dev with lane groups w.
 //
-//   - Br: decode (one query) → 1, and all q-heads sharing a KV head go in one
-//     workgroup, so each KV tile is read once for all of them. Prefill → 16
+//   - Br: decode (one query) → 1, planned by planDecode. Prefill → 16
 //     rows when there are at least 16 queries and a row still fits the
 //     register budget at this head dim and wave (16 rows × 128 dims at
 //     wave32 do; 256 dims need wave64), else 8; at Br = 8 the q-heads of a KV
@@ -166,30 +180,65 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if pref.Stage < StageAuto || pref.Stage > StageOn {
 		return Plan{}, fmt.Errorf("attention: staging choice %d (want auto, off or on)", pref.Stage)
 	}
-	// The largest divisor of the GQA group that keeps the rows within the cap.
-	p.Heads = pref.Heads
-	if p.Heads == 0 {
-		p.Heads = 1
-		for h := group; h >= 1; h-- {
-			if group%h == 0 && p.Br*h <= max(rowCap, p.Br) {
-				p.Heads = h
-				break
-			}
-		}
+	var err error
+	if p.Br == 1 {
+		p, err = planDecode(dev, p, s, pref)
+	} else {
+		p, err = planRows(dev, p, s, pref, rowCap)
 	}
-	if p.Heads < 1 || group%p.Heads != 0 {
+	if err != nil {
+		return Plan{}, err
+	}
+	if group%p.Heads != 0 {
 		return Plan{}, fmt.Errorf("attention: %d q-heads per workgroup do not divide the GQA group of %d", p.Heads, group)
 	}
-	p.RowSlots = 1 << bits.Len(uint(p.Rows()-1))
-	if p.RowSlots > w.W {
-		return Plan{}, fmt.Errorf("attention: %d rows per workgroup exceed wave %d", p.Rows(), w.W)
+	p.SharedBytes = p.sharedBytes()
+	if p.SharedBytes > dev.sharedMemory() {
+		return Plan{}, fmt.Errorf("attention: %d bytes of shared memory, device has %d", p.SharedBytes, dev.sharedMemory())
 	}
-	p.LanesPerRow = w.W / p.RowSlots
+
+	p.Splits = pref.Splits
+	if p.Splits == 0 {
+		p.Splits = autoSplits(dev, p, s)
+	}
+	if p.Splits < 1 || p.Splits > MaxSplits {
+		return Plan{}, fmt.Errorf("attention: %d splits (want 1..%d)", p.Splits, MaxSplits)
+	}
+	return p, nil
+}
+
+// largestHeads is the largest divisor of the GQA group up to maxRows that
+// fits, or pref when it is set (PlanFor checks that it divides the group).
+func largestHeads(group, pref int, fits func(h int) bool) int {
+	if pref != 0 {
+		return max(pref, 1)
+	}
+	for h := min(group, maxRows); h > 1; h-- {
+		if group%h == 0 && fits(h) {
+			return h
+		}
+	}
+	return 1
+}
+
+// planRows lays out a plan of Br > 1 rows (flash_attn.comp): Heads, Slots,
+// Chunk, Bc and Stage.
+func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error) {
+	// The largest divisor of the GQA group that keeps the rows within the cap.
+	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return p.Br*h <= rowCap })
+	// A row's lanes reduce by subgroup operations, so they lie in one
+	// hardware subgroup: on subgroups narrower than a row would be, slots
+	// past the rows idle.
+	p.Slots = max(1<<bits.Len(uint(p.Rows()-1)), p.Wave.W/max(p.Wave.Subgroup, 1))
+	if p.Slots > p.Wave.W {
+		return Plan{}, fmt.Errorf("attention: %d rows per workgroup exceed wave %d", p.Rows(), p.Wave.W)
+	}
+	p.LanesPerSlot = p.Wave.W / p.Slots
 	// The widest f16 load that splits the head dim evenly over a row's lanes;
 	// two values per load when none does (some lanes then idle).
 	p.Chunk = 2
 	for _, c := range []int{8, 4, 2} {
-		if (s.HeadDim/c)%p.LanesPerRow == 0 {
+		if (s.HeadDim/c)%p.LanesPerSlot == 0 {
 			p.Chunk = c
 			break
 		}
@@ -208,13 +257,11 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if p.Bc != 8 && p.Bc != 16 && p.Bc != 32 && p.Bc != 64 {
 		return Plan{}, fmt.Errorf("attention: Bc %d (want 8, 16, 32 or 64)", p.Bc)
 	}
-	// Staging pays where several positions share a tile (prefill): on the
-	// H200 a 512-query layer at KV 16384 took 8.8 ms staged against 19.1
-	// unstaged at wave 32 (10.7 against 15.9 at wave 64). Decode loses:
-	// 129 against 72 µs at wave 32, as a staged tile's shared memory halves
-	// the workgroups an SM holds, and decode needs them all in flight
-	// (StageOn forces it). The kernel stages and reads whole vec4s, so only
-	// plans loading 4 or 8 values at a time stage.
+	// Staging pays where several positions share a tile: on the H200 a
+	// 512-query layer at KV 16384 took 8.8 ms staged against 19.1 unstaged
+	// at wave 32 (10.7 against 15.9 at wave 64). The kernel stages and
+	// reads whole vec4s, so only plans loading 4 or 8 values at a time
+	// stage.
 	// Staged tiles are small, as registers bound them: at wave 64 (32 dims
 	// of Q and O per lane) 32-key tiles took 12.2 ms where 16-key ones
 	// took 10.7 (8 keys: the same), and at wave 32 (64 dims per lane)
@@ -227,21 +274,45 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 			staged.Bc = 8
 		}
 	}
-	if pref.Stage != StageOff && (p.Br > 1 || pref.Stage == StageOn) && p.Chunk >= 4 &&
-		staged.sharedBytes() <= dev.sharedMemory() {
+	if pref.Stage != StageOff && p.Chunk >= 4 && staged.sharedBytes() <= dev.sharedMemory() {
 		p = staged
 	}
-	p.SharedBytes = p.sharedBytes()
-	if p.SharedBytes > dev.sharedMemory() {
-		return Plan{}, fmt.Errorf("attention: %d bytes of shared memory, device has %d", p.SharedBytes, dev.sharedMemory())
-	}
+	return p, nil
+}
 
-	p.Splits = pref.Splits
-	if p.Splits == 0 {
-		p.Splits = autoSplits(dev, p, s)
+// planDecode lays out a Br = 1 plan (flash_attn_decode.comp):
+//
+//   - Chunk 8 (16-byte loads; every head dim is a multiple of 8) and a key
+//     slot of one lane per chunk of a K row, up to the hardware subgroup (a
+//     slot's reductions are subgroup shuffles) and the wave: 16 lanes for
+//     head dim 128, so 2 key slots at wave 32 on NVIDIA. Lanes past the
+//     row's chunks idle (head dims 80 and 96).
+//   - Heads: the largest divisor of the GQA group whose Q and O fit the
+//     register budget (Heads × DimsPerLane <= 64), so each K and V row is
+//     read and decoded once for all of them.
+//   - Bc = Slots × keys per slot and step: 4 keys per slot for lanes of one
+//     chunk (2 with two chunks, 1 beyond), so a lane has 8 16-byte loads in
+//     flight per step; halved while the shared memory would not fit.
+//
+// Decode never stages: each key is read by one slot only.
+func planDecode(dev Device, p Plan, s Shape, pref Prefs) (Plan, error) {
+	if pref.Stage == StageOn {
+		return Plan{}, fmt.Errorf("attention: decode (Br 1) does not stage K and V")
 	}
-	if p.Splits < 1 || p.Splits > MaxSplits {
-		return Plan{}, fmt.Errorf("attention: %d splits (want 1..%d)", p.Splits, MaxSplits)
+	p.Chunk = 8
+	chunks := s.HeadDim / p.Chunk
+	p.LanesPerSlot = min(1<<bits.Len(uint(chunks-1)), p.Wave.W, max(p.Wave.Subgroup, 1))
+	p.Slots = p.Wave.W / p.LanesPerSlot
+	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return h*p.DimsPerLane() <= maxDimsPerLane })
+	p.Bc = pref.Bc
+	if p.Bc == 0 {
+		p.Bc = p.Slots * max(4/ceilDiv(chunks, p.LanesPerSlot), 1)
+		for p.Bc > p.Slots && p.sharedBytes() > dev.sharedMemory() {
+			p.Bc /= 2
+		}
+	}
+	if ku := p.Bc / p.Slots; p.Bc%p.Slots != 0 || ku < 1 || ku > 16 || ku&(ku-1) != 0 {
+		return Plan{}, fmt.Errorf("attention: decode Bc %d (want %d key slots × 1, 2, 4, 8 or 16 keys)", p.Bc, p.Slots)
 	}
 	return p, nil
 }
@@ -262,21 +333,23 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	return max(n, 1)
 }
 
-// sharedBytes mirrors the kernel's shared declarations: the tile's scores
-// per row slot (stride Bc+1); the mask tile with its padded stride (Br+1)
-// and one liveness flag per subgroup when a mask is bound; one partial sum
-// per key and subgroup when rows span subgroups; the staged K or V tile.
+// sharedBytes mirrors the kernels' shared declarations. flash_attn.comp:
+// the tile's scores per row slot (stride Bc+1); the mask tile with its
+// padded stride (Br+1) and one liveness flag per subgroup when a mask is
+// bound; the staged K or V tile.
 func (p Plan) sharedBytes() int {
-	n := 4 * p.RowSlots * (p.Bc + 1)
+	if p.Decode() {
+		// Per key slot: the step's scores (keys × heads padded to a power
+		// of two), one head's O and its (m, l) for the final merge.
+		heads := 1 << bits.Len(uint(p.Heads-1))
+		return 4*p.Slots*(p.Bc/p.Slots*heads) + 4*p.Slots*p.HeadDim + 8*p.Slots
+	}
+	n := 4 * p.Slots * (p.Bc + 1)
 	if p.Stage {
 		n += 4 * p.Bc * p.HeadDim
 	}
-	sgs := p.Wave.W / p.Wave.Subgroup
 	if p.Mask {
-		n += 4 * (p.Bc*(p.Br+1) + sgs)
-	}
-	if p.CrossSubgroup() {
-		n += 4 * p.Bc * sgs
+		n += 4 * (p.Bc*(p.Br+1) + p.Wave.W/p.Wave.Subgroup)
 	}
 	return n
 }

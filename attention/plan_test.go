@@ -40,12 +40,13 @@ func TestPlanLlama3(t *testing.T) {
 		br, heads, slots, lanes   int
 		chunk, bc, splits, dimsPL int
 	}{
-		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup (4 rows
-		// × 8 lanes, 16 dims each), and 8 KV heads × 120 splits fill 60 CUs
-		// 16 deep.
-		{"decode 16k", w32, llama3(1, 16384), 1, 4, 4, 8, 8, 32, 120, 16},
-		// Short context: splits stop at 2 tiles of keys each.
-		{"decode 1k", w32, llama3(1, 1024), 1, 4, 4, 8, 8, 32, 16, 16},
+		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup; 2 key
+		// slots of 16 lanes (one 16-byte chunk of a K row each, so 8 dims
+		// of each head per lane), 4 keys per slot and step; 8 KV heads ×
+		// 120 splits fill 60 CUs 16 deep.
+		{"decode 16k", w32, llama3(1, 16384), 1, 4, 2, 16, 8, 8, 120, 8},
+		// Short context: splits stop at 2 steps of keys each.
+		{"decode 1k", w32, llama3(1, 1024), 1, 4, 2, 16, 8, 8, 64, 8},
 		// Prefill: 16 rows of 2 lanes (64 dims each), staged, so 8-key
 		// tiles, and 32 blocks × 32 heads need no split.
 		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 8, 1, 64},
@@ -59,7 +60,7 @@ func TestPlanLlama3(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		got := []int{p.Br, p.Heads, p.RowSlots, p.LanesPerRow, p.Chunk, p.Bc, p.Splits, p.DimsPerLane()}
+		got := []int{p.Br, p.Heads, p.Slots, p.LanesPerSlot, p.Chunk, p.Bc, p.Splits, p.DimsPerLane()}
 		want := []int{c.br, c.heads, c.slots, c.lanes, c.chunk, c.bc, c.splits, c.dimsPL}
 		for i := range got {
 			if got[i] != want[i] {
@@ -85,24 +86,37 @@ func TestPlanRegisterBudget(t *testing.T) {
 	if p, _ = PlanFor(dev, wave(t, dev, 64), s, Prefs{}); p.Br != 16 {
 		t.Errorf("d256 wave64 prefill: %v, want Br 16", p)
 	}
+	// Decode holds every head's dims in each lane: at wave 32 a key row's
+	// 32 chunks take 32 lanes, 8 dims each, so all 8 q-heads fit. On
+	// lavapipe's 8-wide subgroups a lane holds 32 dims, and 2 heads fit.
 	s.Queries = 1
-	if p, _ = PlanFor(dev, wave(t, dev, 32), s, Prefs{}); p.Br != 1 || p.Heads != 8 || p.DimsPerLane() != 64 {
+	if p, _ = PlanFor(dev, wave(t, dev, 32), s, Prefs{}); p.Br != 1 || p.Heads != 8 || p.DimsPerLane() != 8 {
 		t.Errorf("d256 decode with 8 q-heads per KV head: %v, want all 8 in one workgroup", p)
+	}
+	lvp := load(t, "lavapipe-mesa22.json")
+	if p, _ := PlanFor(lvp, wave(t, lvp, 32), s, Prefs{}); p.Heads != 2 || p.DimsPerLane() != 32 || p.LanesPerSlot != 8 {
+		t.Errorf("d256 decode on lavapipe: %v, want 2 q-heads per workgroup, 32 dims per lane", p)
 	}
 }
 
-// Odd shapes: GQA 7 (Qwen2) pads 7 rows to 8 slots; head dim 80 takes the
-// load width that splits it evenly; a forced Br beyond the budget is honoured.
+// Odd shapes: GQA 7 (Qwen2) puts 7 heads in a decode workgroup (its scores
+// padded to 8 in the kernel); head dim 80 takes the load width that splits
+// it evenly in prefill, and idles 6 of 16 lanes in decode; a forced Br
+// beyond the budget is honoured.
 func TestPlanShapes(t *testing.T) {
 	dev := load(t, "nvidia-rtx4070-nvidia.json")
 	w := wave(t, dev, 32)
 	p, err := PlanFor(dev, w, Shape{Queries: 1, Heads: 28, KVHeads: 4, HeadDim: 128, KVLen: 8192}, Prefs{})
-	if err != nil || p.Rows() != 7 || p.RowSlots != 8 || p.LanesPerRow != 4 {
-		t.Errorf("gqa 7: %v %v", p, err)
+	if err != nil || p.Rows() != 7 || p.Slots != 2 || p.LanesPerSlot != 16 {
+		t.Errorf("gqa 7 decode: %v %v", p, err)
 	}
 	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 100}, Prefs{})
-	if err != nil || p.Chunk != 2 || p.LanesPerRow != 32 || p.DimsPerLane() != 4 || p.Splits != 1 {
-		t.Errorf("d80 decode: %v %v (want 2-value loads over 32 lanes, no split at KV 100)", p, err)
+	if err != nil || p.Chunk != 8 || p.LanesPerSlot != 16 || p.DimsPerLane() != 8 || p.Splits != 6 {
+		t.Errorf("d80 decode: %v %v (want 8-value loads over 16 lanes, 6 splits at KV 100)", p, err)
+	}
+	p, err = PlanFor(dev, w, Shape{Queries: 16, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 100}, Prefs{Br: 8})
+	if err != nil || p.Chunk != 4 || p.LanesPerSlot != 4 || p.DimsPerLane() != 20 {
+		t.Errorf("d80 prefill: %v %v (want 4-value loads over 4 lanes)", p, err)
 	}
 	p, err = PlanFor(dev, w, Shape{Queries: 100, Heads: 8, KVHeads: 8, HeadDim: 256, KVLen: 100}, Prefs{Br: 16, Bc: 64, Splits: 3})
 	if err != nil || p.Br != 16 || p.Bc != 64 || p.Splits != 3 || p.Heads != 1 {
@@ -113,8 +127,10 @@ func TestPlanShapes(t *testing.T) {
 	}
 }
 
-// Rows that span hardware subgroups reduce through shared memory, which the
-// plan accounts for; a device too small for even the smallest tile errors.
+// Shared memory: the decode layout's and the row layout's with a mask, a
+// device too small for the policy's tile getting a smaller one, and one too
+// small for any erroring. On subgroups narrower than a row's lanes (4 here)
+// the row layout idles slots rather than spanning subgroups.
 func TestPlanSharedMemory(t *testing.T) {
 	lvp := load(t, "lavapipe-mesa22.json")
 	s := Shape{Queries: 1, Heads: 8, KVHeads: 8, HeadDim: 128, KVLen: 4096, Mask: true}
@@ -122,21 +138,34 @@ func TestPlanSharedMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.CrossSubgroup() || p.LanesPerRow != 64 {
-		t.Fatalf("one row of 64 lanes on 8-wide subgroups should cross subgroups: %v", p)
+	// 8 key slots of 8 lanes (one subgroup each), 2 keys per slot: scores
+	// (8 × 2) + one head's O (8 × 128) + (m, l) pairs (8 × 2).
+	if p.Slots != 8 || p.LanesPerSlot != 8 || p.Bc != 16 || p.SharedBytes != 4*(16+1024+16) {
+		t.Errorf("lavapipe decode at wave 64: %v", p)
 	}
-	// Scores (1 slot × 33) + mask tile (32 × 2) + 8 flags + partials (32 × 8).
-	if want := 4 * (33 + 64 + 8 + 256); p.SharedBytes != want {
-		t.Errorf("shared %d bytes, want %d", p.SharedBytes, want)
+	s.Queries = 16
+	p, err = PlanFor(lvp, wave(t, lvp, 64), s, Prefs{Stage: StageOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 rows of 4 lanes: scores (16 × 33) + mask tile (32 × 17) + 8 flags.
+	if p.Slots != 16 || p.Bc != 32 || p.SharedBytes != 4*(16*33+32*17+8) {
+		t.Errorf("lavapipe prefill at wave 64: %v", p)
 	}
 	small := lvp
-	small.SharedMemory = 600
-	if p, err = PlanFor(small, wave(t, small, 64), s, Prefs{}); err != nil || p.Bc != 8 {
-		t.Errorf("600 bytes of shared memory: %v %v, want Bc 8", p, err)
+	small.SharedMemory = 2000
+	if p, err = PlanFor(small, wave(t, small, 64), s, Prefs{Stage: StageOff}); err != nil || p.Bc != 8 {
+		t.Errorf("2000 bytes of shared memory: %v %v, want Bc 8", p, err)
 	}
 	small.SharedMemory = 100
 	if _, err = PlanFor(small, wave(t, small, 64), s, Prefs{}); err == nil || !strings.Contains(err.Error(), "shared memory") {
 		t.Errorf("100 bytes of shared memory: %v, want an error", err)
+	}
+	narrow := lvp
+	narrow.SubgroupSize, narrow.MinSubgroupSize, narrow.MaxSubgroupSize = 4, 4, 4
+	s.Mask = false
+	if p, err = PlanFor(narrow, wave(t, narrow, 64), s, Prefs{Br: 8}); err != nil || p.Slots != 16 || p.LanesPerSlot != 4 {
+		t.Errorf("8 rows at wave 64 on 4-wide subgroups: %v %v, want 16 slots of 4 lanes", p, err)
 	}
 }
 
@@ -201,7 +230,7 @@ func TestPlanH200Prefill(t *testing.T) {
 }
 
 // TestPlanStage stages K and V in shared memory for prefill where the tile
-// fits, for decode only when asked to, and not when asked not to.
+// fits and not when asked not to; decode never stages.
 func TestPlanStage(t *testing.T) {
 	dev := load(t, "nvidia-h200-proprietary.json")
 	w := wave(t, dev, 64)
@@ -215,7 +244,6 @@ func TestPlanStage(t *testing.T) {
 		{"prefill 7", llama3(7, 16384), Prefs{}, true},
 		{"decode", llama3(1, 16384), Prefs{}, false},
 		{"decode, short context", llama3(1, 640), Prefs{}, false},
-		{"decode, staged", llama3(1, 16384), Prefs{Stage: StageOn}, true},
 		{"prefill, not staged", llama3(512, 16384), Prefs{Stage: StageOff}, false},
 	} {
 		p, err := PlanFor(dev, w, c.s, c.pref)
@@ -237,6 +265,9 @@ func TestPlanStage(t *testing.T) {
 	if _, err := PlanFor(dev, w, llama3(512, 16384), Prefs{Stage: StageOn + 1}); err == nil {
 		t.Error("an unknown staging choice was accepted")
 	}
+	if p, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Stage: StageOn}); err == nil {
+		t.Errorf("decode staged: %v, want an error", p)
+	}
 	// A device with room for the scores but not the tile runs unstaged.
 	small := dev
 	small.SharedMemory = 4096
@@ -254,8 +285,8 @@ func TestPlanHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Heads != 2 || p.RowSlots != 2 || p.LanesPerRow != 16 {
-		t.Errorf("2 heads per workgroup at wave 32: %v, want 2 rows of 16 lanes", p)
+	if p.Heads != 2 || p.Slots != 2 || p.LanesPerSlot != 16 {
+		t.Errorf("2 heads per workgroup at wave 32: %v, want 2 key slots of 16 lanes", p)
 	}
 	if _, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Heads: 3}); err == nil || !strings.Contains(err.Error(), "do not divide") {
 		t.Errorf("3 heads of a group of 4: %v, want an error", err)

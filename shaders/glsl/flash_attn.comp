@@ -2,24 +2,24 @@
 // Scalar flash attention: one pass over the KV cache with an online softmax
 // over tiles of BC keys (running max m, sum l and output O in f32).
 //
+// This kernel runs blocks of BR = 8 or 16 query positions (prefill);
+// flash_attn_decode.comp runs one query per workgroup.
+//
 // A workgroup is one lane group of W lanes. It owns ROWS = BR×HG query rows:
-// BR consecutive positions of HG q-heads that share one KV head (in decode,
-// BR = 1 and HG is the whole GQA group, so each K/V row is read once for all
-// of them). The lanes form RL row slots of DL = W/RL lanes; a slot owns one
-// row, and each of its lanes owns NCH chunks of CH head dims (chunk ci of a
-// row is dims ci*CH.., held by lane ci % DL). Q (pre-scaled) and O for those
-// dims stay in the lane's registers for the whole KV loop. In decode a K/V
-// chunk is read straight from memory into the lanes that need it; prefill
-// stages each tile in shared memory first (STAGE, below).
+// BR consecutive positions of HG q-heads that share one KV head. The lanes
+// form RL row slots of DL = W/RL lanes; a slot owns one row, and each of its
+// lanes owns NCH chunks of CH head dims (chunk ci of a row is dims ci*CH..,
+// held by lane ci % DL). Q (pre-scaled) and O for those dims stay in the
+// lane's registers for the whole KV loop. K/V chunks are read straight from
+// memory into the lanes that need them, or each tile is staged in shared
+// memory first (STAGE, below).
 //
 // The one cross-lane step is the dot product q·k, summed over the DL lanes of
-// a slot: with shuffles when DL < SG, subgroupAdd when DL == SG (the lane
-// group is one hardware subgroup), and subgroupAdd then shared memory when
-// the slot spans several hardware subgroups (W = 64 on 32-wide hardware,
-// any W on lavapipe's 8). The masked scores of a tile go to shared memory,
-// one padded row per slot, for the softmax; the key loops run KU keys per
-// unrolled step, so a tile costs two slot-local syncs (two workgroup
-// barriers when slots span subgroups) and little code.
+// a slot, which lie in one hardware subgroup (the plan keeps DL <= SG): with
+// shuffles, or subgroupAdd when DL == SG. The masked scores of a tile go to
+// shared memory, one padded row per slot, for the softmax; the key loops run
+// KU keys per unrolled step, so a tile costs two slot-local syncs and little
+// code.
 //
 // Positions: row i of the batch is at pos+i (pos read from the step buffer at
 // run time, so one recording serves every token) and sees keys 0..pos+i.
@@ -42,26 +42,8 @@
 // split writes its unnormalised O with (m, l), m in log2 units; an empty split
 // writes m = NEG, l = 0. flash_attn_reduce.comp merges them.
 
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
-#extension GL_KHR_shader_subgroup_vote : require
-
-// Geometry: attention.Plan, in the order flashattn passes them.
-layout(constant_id = 0) const uint D = 128;      // head dim
-layout(constant_id = 1) const uint W = 32;       // lanes in the lane group (= workgroup size)
-layout(constant_id = 2) const uint SG = 32;      // hardware subgroup size the pipeline runs with
-layout(constant_id = 3) const uint BR = 1;       // query positions per workgroup
-layout(constant_id = 4) const uint HG = 1;       // q-heads per workgroup
-layout(constant_id = 5) const uint BC = 32;      // keys per tile
-layout(constant_id = 6) const uint RL = 4;       // row slots: power of two >= BR*HG
-layout(constant_id = 7) const uint CH = 8;       // f16 values per load: 8, 4 or 2
-layout(constant_id = 8) const bool MASK = false; // additive mask bound
-layout(constant_id = 9) const bool SPLIT = false;// write split partials
-layout(constant_id = 10) const bool STAGE = false;// K and V tiles converted once into shared memory
-
-layout(local_size_x_id = 1) in;
+#extension GL_GOOGLE_include_directive : require
+#include "flash_attn.glsl"
 
 const uint DL = W / RL;                    // lanes per row
 const uint NCHUNK = D / CH;                // chunks in a head row
@@ -70,51 +52,17 @@ const uint HALF = CH / 2;                  // f16 pairs per chunk
 const uint NV = NCH * HALF;                // vec2 registers per lane for Q, and for O
 const uint ROWS = BR * HG;
 const uint NSG = W / SG;                   // hardware subgroups in the lane group
-const bool XSG = DL > SG;                  // a row spans several subgroups
-const uint SPR = XSG ? DL / SG : 1;        // subgroups per row
-const uint RED = XSG ? BC * NSG : 1;
 const uint MT = MASK ? BC * (BR + 1) : 1;
 const uint SCS = BC + 1;                   // score row stride, padded so slots reading one key hit distinct banks
 // Keys per unrolled step: the loads of KU keys are in flight together, and
-// each step waits for its loads, so a tile costs 2 BC / KU memory round
-// trips (K, then V) one after the other: in decode, where a workgroup sees
-// one or two tiles, these latencies are the kernel's time. KU keeps 16
-// chunk loads (64 registers) in flight per lane, a power of two dividing BC.
-// The step loop itself stays
+// each unstaged step waits for its loads, so an unstaged tile costs 2 BC / KU
+// memory round trips (K, then V). KU keeps 16 chunk loads (64 registers) in
+// flight per lane, a power of two dividing BC. The step loop itself stays
 // rolled, which keeps the code small (lavapipe's LLVM takes minutes over a
 // fully unrolled 32-key tile).
 const uint KU0 = NCH <= 1u ? 16u : (NCH <= 2u ? 8u : (NCH <= 4u ? 4u : (NCH <= 8u ? 2u : 1u)));
 const uint KU = KU0 < BC ? KU0 : BC;
 
-// Masked scores are a large finite negative rather than -inf: Vulkan does not
-// promise inf arithmetic without float controls, and exp2(NEG - x) is 0.
-const float NEG = -1.0e30;
-const float NEG_HALF = -0.5e30;
-const float LOG2E = 1.4426950408889634;
-
-layout(push_constant) uniform Push {
-    uint n_q;         // queries in the batch
-    uint n_head;      // query heads
-    uint n_kv_head;   // KV heads
-    uint ctx;         // rows of the K/V caches, and f16 values per mask row
-    float scale;      // multiplies q·k
-} pc;
-
-layout(std430, binding = 0) readonly buffer BQ { float q_in[]; };   // [n_q][n_head*D]
-// K and V: f16 [position][n_kv_head*D], read CH values at a time.
-layout(std430, binding = 1) readonly buffer BK1 { uint k1[]; };
-layout(std430, binding = 1) readonly buffer BK2 { uvec2 k2[]; };
-layout(std430, binding = 1) readonly buffer BK4 { uvec4 k4[]; };
-layout(std430, binding = 2) readonly buffer BV1 { uint v1[]; };
-layout(std430, binding = 2) readonly buffer BV2 { uvec2 v2[]; };
-layout(std430, binding = 2) readonly buffer BV4 { uvec4 v4[]; };
-layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][ctx]
-layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
-// Output: f32 [n_q][n_head*D], or with SPLIT the partials [split][n_q][n_head][D].
-layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
-layout(std430, binding = 6) writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
-
-shared float red[RED];
 shared float sc[RL * SCS]; // masked scores of the tile, per row slot
 shared float mtile[MT];
 shared uint mlive[NSG];
@@ -122,35 +70,6 @@ shared uint mlive[NSG];
 // reads a lane issued one shared load per two multiply-adds, more than the
 // load units serve.
 shared vec4 kvs[STAGE ? BC * D / 4 : 1];
-
-// e indexes f16 values and is a multiple of CH; the branches on CH fold away
-// at specialization.
-uvec4 load_k(uint e) {
-    if (CH == 8) return k4[e / 8];
-    if (CH == 4) return uvec4(k2[e / 4], 0u, 0u);
-    return uvec4(k1[e / 2], 0u, 0u, 0u);
-}
-
-uvec4 load_v(uint e) {
-    if (CH == 8) return v4[e / 8];
-    if (CH == 4) return uvec4(v2[e / 4], 0u, 0u);
-    return uvec4(v1[e / 2], 0u, 0u, 0u);
-}
-
-// kv2f returns the f16 pair w as floats scaled by 2^-112, with integer
-// operations only: moving the f16 exponent and mantissa into an f32 word
-// (same bits, exponent bias 15 instead of 127) is exact for every finite
-// value and spares the two conversion instructions per K or V value (a
-// fraction of the FMA rate on NVIDIA). On the H200 it did not change decode
-// time, which latency bounds (docs/ATTENTION.md). Q carries the
-// compensating 2^112 (KV_SCALE) into the scores, and the softmax weights
-// into O. (Drivers that flush f32 denormals lose only K/V values below
-// f16's smallest normal, 6e-5 in magnitude.)
-const float KV_SCALE = 5.192296858534828e33; // 2^112
-vec2 kv2f(uint w) {
-    return uintBitsToFloat(uvec2(((w << 13) & 0x0FFFE000u) | ((w << 16) & 0x80000000u),
-                                 ((w >> 3) & 0x0FFFE000u) | (w & 0x80000000u)));
-}
 
 // Staging runs in two halves so that loads overlap arithmetic: fetch_tile
 // issues a lane's SU chunk loads of a tile's K (or V) rows into pre_k
@@ -268,7 +187,7 @@ void main() {
     }
     for (uint t = kb; t < ke; t += BC) {
         // The previous tile's reads of shared memory are done.
-        if (MASK || XSG || STAGE) {
+        if (MASK || STAGE) {
             barrier();
         } else {
             subgroupBarrier();
@@ -346,40 +265,19 @@ void main() {
                 const uint c = c0 + u;
                 if (DL == SG) {
                     s[u] = subgroupAdd(s[u]);
-                } else if (!XSG) {
+                } else {
                     [[unroll]] for (uint x = 1; x < DL; x *= 2) {
                         s[u] += subgroupShuffleXor(s[u], x);
                     }
-                } else {
-                    s[u] = subgroupAdd(s[u]);
-                    if (subgroupElect()) {
-                        red[c * NSG + gl_SubgroupID] = s[u];
-                    }
                 }
                 // Every lane of the row holds the sum; one stores it.
-                if (!XSG && dl == c % DL) {
+                if (dl == c % DL) {
                     sc[slot * SCS + c] = masked(s[u], t, c, qi, last_key, ke);
                 }
             }
         }
-        if (XSG) {
-            // The row's subgroups meet in shared memory: its lanes share out
-            // the keys, each adding the row's partials of its keys.
-            memoryBarrierShared();
-            barrier();
-            for (uint c = dl; c < BC; c += DL) {
-                float sum = 0.0;
-                [[unroll]] for (uint i = 0; i < SPR; i++) {
-                    sum += red[c * NSG + slot * SPR + i];
-                }
-                sc[slot * SCS + c] = masked(sum, t, c, qi, last_key, ke);
-            }
-            memoryBarrierShared();
-            barrier();
-        } else {
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
 
         if (STAGE) {
             barrier(); // every slot has read the tile's K

@@ -3,7 +3,8 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-// Merges the split-k partials of flash_attn.comp: for each (query, head) row,
+// Merges the split-k partials of flash_attn.comp and flash_attn_decode.comp:
+// for each (query, head) row,
 // M = max m_s, w_s = exp2(m_s - M), O = Σ w_s O_s / Σ w_s l_s (m in log2
 // units). Empty splits (m = NEG, l = 0) weigh nothing; a row with no live key
 // in any split outputs 0, as the unsplit kernel does.

@@ -28,6 +28,7 @@ import (
 //	go test ./vk/flashattn -run '^$' -bench Llama3 -benchtime 20x
 var (
 	benchSplits = flag.Int("splits", 0, "BenchmarkLlama3: force the split-k count of decode (0: the policy's)")
+	benchPSplit = flag.Int("prefill-splits", 0, "BenchmarkLlama3: force the split-k count of prefill (0: the policy's)")
 	benchBc     = flag.Int("bc", 0, "BenchmarkLlama3: force the keys per tile (0: the policy's)")
 	benchStage  = flag.Int("stage", 0, "BenchmarkLlama3: staging of K and V in shared memory: 0 the policy's, 1 off, 2 on")
 	benchPerWG  = flag.Int("heads", 0, "BenchmarkLlama3: force the q-heads per workgroup (0: the policy's)")
@@ -79,6 +80,7 @@ func BenchmarkLlama3(b *testing.B) {
 
 func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	prefs := attention.Prefs{Br: c.br, Bc: *benchBc, Stage: attention.StagePref(*benchStage), Heads: *benchPerWG}
+	prefs.Splits = *benchPSplit
 	if c.queries == 1 {
 		prefs.Splits = *benchSplits
 	}
@@ -188,7 +190,7 @@ func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer
 		b.ReportMetric(4*benchDim*benchHeads*pairs/us/1e6, "TFLOP/s")
 	}
 	ops := ""
-	for _, name := range []string{"flash_attn", "flash_attn_reduce"} {
+	for _, name := range []string{plan.Shader(), "flash_attn_reduce"} {
 		if t, ok := perOp[name]; ok {
 			ops += fmt.Sprintf(" %s %.1fµs", name, t/float64(b.N))
 		}

@@ -1,5 +1,6 @@
-// Package flashattn records the flash-attention kernel
-// (shaders/glsl/flash_attn.comp, and flash_attn_reduce.comp for split-k) into
+// Package flashattn records the flash-attention kernels
+// (shaders/glsl/flash_attn.comp for query tiles, flash_attn_decode.comp for
+// one query per workgroup, and flash_attn_reduce.comp for split-k) into
 // a *vk.Sequence, with the geometry package attention chooses for the device.
 //
 // Like the other kernels it records and never waits: the caller puts
@@ -191,9 +192,9 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		}
 	}
 
-	main, err := f.pipeline("flash_attn", 7, 20, p.Wave,
+	main, err := f.pipeline(p.Shader(), 7, 20, p.Wave,
 		uint32(p.HeadDim), uint32(p.Wave.W), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.RowSlots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage))
+		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage))
 	if err != nil {
 		return err
 	}

@@ -358,9 +358,8 @@ func TestFlashAttnKVHeads(t *testing.T) {
 			}
 		}
 		// Prefill rows also load K and V per row slot where shared memory
-		// cannot hold a staged tile; decode can stage when asked to.
-		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff}}, tc{in, variant{16, 64, 3, attention.StageOff}},
-			tc{in, variant{1, 32, 1, attention.StageOn}}, tc{in, variant{1, 64, 3, attention.StageOn}})
+		// cannot hold a staged tile.
+		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff}}, tc{in, variant{16, 64, 3, attention.StageOff}})
 	}
 	expect(t, cases)
 }

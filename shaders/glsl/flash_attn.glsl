@@ -1,0 +1,83 @@
+// Shared by the flash-attention kernels (flash_attn.comp, tiles of query
+// rows; flash_attn_decode.comp, one query with keys spread over the lanes):
+// their specialization constants, push constants, bindings and the f16 K/V
+// loads. flashattn passes every kernel the same constants.
+
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+
+// Geometry: attention.Plan, in the order flashattn passes them.
+layout(constant_id = 0) const uint D = 128;      // head dim
+layout(constant_id = 1) const uint W = 32;       // lanes in the lane group (= workgroup size)
+layout(constant_id = 2) const uint SG = 32;      // hardware subgroup size the pipeline runs with
+layout(constant_id = 3) const uint BR = 1;       // query positions per workgroup
+layout(constant_id = 4) const uint HG = 1;       // q-heads per workgroup
+layout(constant_id = 5) const uint BC = 32;      // keys per tile (decode: per step of the workgroup)
+layout(constant_id = 6) const uint RL = 4;       // slots: of rows, a power of two >= BR*HG (decode: of keys)
+layout(constant_id = 7) const uint CH = 8;       // f16 values per load: 8, 4 or 2
+layout(constant_id = 8) const bool MASK = false; // additive mask bound
+layout(constant_id = 9) const bool SPLIT = false;// write split partials
+layout(constant_id = 10) const bool STAGE = false;// K and V tiles converted once into shared memory
+
+layout(local_size_x_id = 1) in;
+
+// Masked scores are a large finite negative rather than -inf: Vulkan does not
+// promise inf arithmetic without float controls, and exp2(NEG - x) is 0.
+const float NEG = -1.0e30;
+const float NEG_HALF = -0.5e30;
+const float LOG2E = 1.4426950408889634;
+
+layout(push_constant) uniform Push {
+    uint n_q;         // queries in the batch
+    uint n_head;      // query heads
+    uint n_kv_head;   // KV heads
+    uint ctx;         // rows of the K/V caches, and f16 values per mask row
+    float scale;      // multiplies q·k
+} pc;
+
+layout(std430, binding = 0) readonly buffer BQ { float q_in[]; };   // [n_q][n_head*D]
+// K and V: f16 [position][n_kv_head*D], read CH values at a time.
+layout(std430, binding = 1) readonly buffer BK1 { uint k1[]; };
+layout(std430, binding = 1) readonly buffer BK2 { uvec2 k2[]; };
+layout(std430, binding = 1) readonly buffer BK4 { uvec4 k4[]; };
+layout(std430, binding = 2) readonly buffer BV1 { uint v1[]; };
+layout(std430, binding = 2) readonly buffer BV2 { uvec2 v2[]; };
+layout(std430, binding = 2) readonly buffer BV4 { uvec4 v4[]; };
+layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][ctx]
+layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
+// Output: f32 [n_q][n_head*D], or with SPLIT the partials [split][n_q][n_head][D].
+layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
+layout(std430, binding = 6) writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
+
+// e indexes f16 values and is a multiple of CH; the branches on CH fold away
+// at specialization.
+uvec4 load_k(uint e) {
+    if (CH == 8) return k4[e / 8];
+    if (CH == 4) return uvec4(k2[e / 4], 0u, 0u);
+    return uvec4(k1[e / 2], 0u, 0u, 0u);
+}
+
+uvec4 load_v(uint e) {
+    if (CH == 8) return v4[e / 8];
+    if (CH == 4) return uvec4(v2[e / 4], 0u, 0u);
+    return uvec4(v1[e / 2], 0u, 0u, 0u);
+}
+
+// kv2f returns the f16 pair w as floats scaled by 2^-112, with integer
+// operations only: moving the f16 exponent and mantissa into an f32 word
+// (same bits, exponent bias 15 instead of 127) is exact for every finite
+// value and spares the two conversion instructions per K or V value (a
+// fraction of the FMA rate on NVIDIA). On the H200 it did not change decode
+// time, which latency bounds (docs/ATTENTION.md). Q carries the
+// compensating 2^112 (KV_SCALE) into the scores, and the softmax weights
+// into O. (Drivers that flush f32 denormals lose only K/V values below
+// f16's smallest normal, 6e-5 in magnitude.)
+const float KV_SCALE = 5.192296858534828e33; // 2^112
+vec2 kv2f(uint w) {
+    return uintBitsToFloat(uvec2(((w << 13) & 0x0FFFE000u) | ((w << 16) & 0x80000000u),
+                                 ((w >> 3) & 0x0FFFE000u) | (w & 0x80000000u)));
+}
+

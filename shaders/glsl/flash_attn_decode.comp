@@ -1,0 +1,290 @@
+#version 450
+// Flash attention for one query row per workgroup (decode, Br = 1): the
+// layout is turned around from flash_attn.comp's. There, each of a KV head's
+// q-heads had a slot of lanes, so every slot loaded and converted the same
+// K and V rows: in decode the four slots of Llama-3 did four times the
+// loads and the f16 decoding, and the kernel ran at a third of the copy
+// bandwidth. Here each lane holds its dims of Q and O for all HG q-heads of
+// the workgroup, and the lanes form SL key slots of KL lanes: a slot reads
+// one key row at a time (KL lanes × CH f16 values), decodes it once and
+// feeds it to every head.
+//
+// A step takes KU keys per slot (BC = SL×KU for the workgroup). Its K and V
+// loads are all issued together at the top (V does not depend on the
+// scores), so a step waits one memory latency, not one for K and one for V.
+// The partial scores (KU keys × HG heads per lane) are summed over the
+// slot's KL lanes by a transposing reduction: at each of the log2 KL
+// butterfly steps a lane keeps half of its values and trades the other half
+// with its partner, so NP values take about NP shuffles instead of
+// NP × log2 KL. The full sums go through shared memory to every lane of the
+// slot, which runs the online softmax for each head itself (cheaper than
+// broadcasting the weights by shuffles).
+//
+// Slots keep their own running max m, sum l and O for each head and meet
+// once at the end, one head at a time, in shared memory; a slot lies within
+// one hardware subgroup (the plan keeps KL <= the subgroup size), so the
+// key loop has no workgroup barrier at all.
+//
+// Split-k, positions, masking (computed causality, the optional additive
+// mask, tiles whose keys are all masked skipped) and the output are those
+// of flash_attn.comp; with one query per workgroup the mask is read straight
+// from memory (each slot's lanes read the same entries) instead of staged.
+
+#extension GL_GOOGLE_include_directive : require
+#include "flash_attn.glsl"
+
+const uint SL = RL;                      // key slots
+const uint KL = W / SL;                  // lanes per slot, at most SG
+const uint KU = BC / SL;                 // keys per slot and step
+const uint NCHUNK = D / CH;              // chunks in a head row
+const uint NCH = (NCHUNK + KL - 1) / KL; // chunks per lane (the last ones may be absent)
+const uint HALF = CH / 2;                // f16 pairs per chunk
+const uint NV = NCH * HALF;              // vec2 registers per lane and head, for Q and for O
+// Partial scores per lane and step: KU keys × the heads padded to a power
+// of two, at index h × KU + u.
+const uint HGP = HG <= 1u ? 1u : (HG <= 2u ? 2u : (HG <= 4u ? 4u : (HG <= 8u ? 8u : 16u)));
+const uint NP = KU * HGP;
+const uint TR = NP < KL ? NP : KL;       // lanes the reduction transposes over
+const uint NF = NP / TR;                 // full sums a lane holds after it
+
+shared float sc[SL * NP];  // the step's scores, per slot
+shared float mo[SL * D];   // one head's O of each slot, for the final merge
+shared vec2 mml[SL];       // and its (m, l)
+
+void main() {
+    const uint lane = gl_SubgroupID * SG + gl_SubgroupInvocationID;
+    const uint slot = lane / KL;
+    const uint dl = lane % KL;
+
+    const uint group = pc.n_head / pc.n_kv_head;
+    const uint hgroups = group / HG;
+    const uint kvh = gl_WorkGroupID.y / hgroups;
+    const uint head0 = kvh * group + (gl_WorkGroupID.y % hgroups) * HG;
+    const uint qrow = gl_WorkGroupID.x;
+
+    // This workgroup's keys: its split's share of the batch's KV length
+    // (whole steps), cut at the row's causal limit and at the cache's end.
+    const uint pos = step_pos;
+    const uint kv_stride = pc.n_kv_head * D;
+    const uint kv_off = kvh * D;
+    const uint kv_len = min(pos + pc.n_q, pc.ctx);
+    const uint nsplit = gl_NumWorkGroups.z;
+    const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
+    const uint kb = gl_WorkGroupID.z * share;
+    const uint ke = min(min(kb + share, pos + qrow + 1), kv_len);
+
+    // Q of every head, pre-scaled into log2 units so the softmax runs on
+    // exp2, and by KV_SCALE for the K values of kv2f.
+    vec2 q[HG * NV];
+    vec2 o[HG * NV];
+    float m[HG];
+    float l[HG];
+    const float qscale = pc.scale * LOG2E * KV_SCALE;
+    [[unroll]] for (uint h = 0; h < HG; h++) {
+        const uint qbase = (qrow * pc.n_head + head0 + h) * D;
+        [[unroll]] for (uint j = 0; j < NCH; j++) {
+            const uint ci = dl + j * KL;
+            [[unroll]] for (uint i = 0; i < HALF; i++) {
+                vec2 x = vec2(0.0);
+                if (ci < NCHUNK) {
+                    const uint e = qbase + ci * CH + 2 * i;
+                    x = vec2(q_in[e], q_in[e + 1]);
+                }
+                q[(h * NCH + j) * HALF + i] = x * qscale;
+                o[(h * NCH + j) * HALF + i] = vec2(0.0);
+            }
+        }
+        m[h] = NEG;
+        l[h] = 0.0;
+    }
+
+    // After the reduction a lane holds the full sums of scores rbase ..
+    // rbase+NF-1: each transposing step on lane bit b kept the upper half
+    // where the bit is set. Lanes past TR hold copies.
+    uint rbase = 0;
+    [[unroll]] for (uint b = 1; b < TR; b *= 2) {
+        if ((dl & b) != 0) {
+            rbase += NP / (2 * b);
+        }
+    }
+
+    for (uint t = kb; t < ke; t += BC) {
+        const uint k0 = t + slot * KU; // this slot's first key
+        float mv[KU]; // the mask's addend for each key, log2 units
+        if (MASK) {
+            bool live = false;
+            [[unroll]] for (uint u = 0; u < KU; u++) {
+                mv[u] = NEG;
+                if (k0 + u < ke) {
+                    const uint idx = qrow * pc.ctx + k0 + u;
+                    const vec2 h = unpackHalf2x16(mask_in[idx / 2]);
+                    const float x = ((idx & 1u) != 0u ? h.y : h.x) * LOG2E;
+                    if (x > NEG_HALF) { // -inf (and NaN) stay masked
+                        mv[u] = x;
+                    }
+                }
+                live = live || mv[u] > NEG_HALF;
+            }
+            // Uniform in the subgroup, so the shuffles below stay whole.
+            if (!subgroupAny(live)) {
+                continue;
+            }
+        }
+
+        // Every K and V load of the step, in flight together. Keys past ke
+        // load the last valid key (no branch around the loads) and are
+        // masked.
+        uvec4 kr[KU * NCH];
+        uvec4 vr[KU * NCH];
+        [[unroll]] for (uint u = 0; u < KU; u++) {
+            const uint base = min(k0 + u, ke - 1) * kv_stride + kv_off;
+            [[unroll]] for (uint j = 0; j < NCH; j++) {
+                const uint ci = dl + j * KL;
+                kr[u * NCH + j] = uvec4(0u);
+                vr[u * NCH + j] = uvec4(0u);
+                if (ci < NCHUNK) {
+                    kr[u * NCH + j] = load_k(base + ci * CH);
+                    vr[u * NCH + j] = load_v(base + ci * CH);
+                }
+            }
+        }
+
+        // This lane's share of q·k for every key and head, each K pair
+        // decoded once for all heads.
+        float s[NP];
+        [[unroll]] for (uint x = 0; x < NP; x++) {
+            s[x] = 0.0;
+        }
+        [[unroll]] for (uint u = 0; u < KU; u++) {
+            [[unroll]] for (uint j = 0; j < NCH; j++) {
+                [[unroll]] for (uint i = 0; i < HALF; i++) {
+                    const vec2 k = kv2f(kr[u * NCH + j][i]);
+                    [[unroll]] for (uint h = 0; h < HG; h++) {
+                        s[h * KU + u] += dot(q[(h * NCH + j) * HALF + i], k);
+                    }
+                }
+            }
+        }
+        // The transposing reduction over the slot's lanes; once a lane is
+        // down to one value the remaining steps are plain butterflies.
+        [[unroll]] for (uint b = 1; b < KL; b *= 2) {
+            const uint n = NP / b; // values a lane holds before this step
+            if (n >= 2) {
+                const uint hn = n / 2;
+                const bool hi = (dl & b) != 0;
+                [[unroll]] for (uint x = 0; x < hn; x++) {
+                    const float keep = hi ? s[x + hn] : s[x];
+                    const float give = hi ? s[x] : s[x + hn];
+                    s[x] = keep + subgroupShuffleXor(give, b);
+                }
+            } else {
+                s[0] += subgroupShuffleXor(s[0], b);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier(); // the previous step's reads of sc are done
+        if (dl < TR) {
+            [[unroll]] for (uint x = 0; x < NF; x++) {
+                sc[slot * NP + rbase + x] = s[x];
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+
+        // Online softmax for each head over the slot's KU keys.
+        float p[HG * KU];
+        [[unroll]] for (uint h = 0; h < HG; h++) {
+            float tmax = NEG;
+            [[unroll]] for (uint u = 0; u < KU; u++) {
+                float x = sc[slot * NP + h * KU + u];
+                if (MASK) {
+                    x = mv[u] > NEG_HALF ? x + mv[u] : NEG;
+                } else if (k0 + u >= ke) {
+                    x = NEG;
+                }
+                p[h * KU + u] = x;
+                tmax = max(tmax, x);
+            }
+            const float m_new = max(m[h], tmax);
+            // While every score so far is masked, m_new is NEG; subtracting
+            // 0 instead keeps every weight exp2(NEG) = 0 rather than 1.
+            const float m_use = m_new > NEG_HALF ? m_new : 0.0;
+            if (m_new > m[h]) {
+                // The running max moved (rarely, once it has settled): the
+                // slot's lanes agree, so the branch is uniform in a slot.
+                const float alpha = exp2(m[h] - m_use);
+                l[h] *= alpha;
+                [[unroll]] for (uint v = 0; v < NV; v++) {
+                    o[h * NV + v] *= alpha;
+                }
+            }
+            m[h] = m_new;
+            [[unroll]] for (uint u = 0; u < KU; u++) {
+                const float w = exp2(p[h * KU + u] - m_use);
+                l[h] += w;
+                p[h * KU + u] = w * KV_SCALE; // for the V values of kv2f
+            }
+        }
+        [[unroll]] for (uint u = 0; u < KU; u++) {
+            [[unroll]] for (uint j = 0; j < NCH; j++) {
+                [[unroll]] for (uint i = 0; i < HALF; i++) {
+                    const vec2 v = kv2f(vr[u * NCH + j][i]);
+                    [[unroll]] for (uint h = 0; h < HG; h++) {
+                        o[(h * NCH + j) * HALF + i] += p[h * KU + u] * v;
+                    }
+                }
+            }
+        }
+    }
+
+    // The slots meet, one head at a time: M = max m_s, w_s = exp2(m_s - M),
+    // O = Σ w_s O_s and L = Σ w_s l_s, written as flash_attn.comp writes
+    // them (normalised, or with SPLIT the partial and its (M, L)).
+    float ws[SL];
+    [[unroll]] for (uint h = 0; h < HG; h++) {
+        barrier(); // the previous head's reads are done
+        if (dl == 0) {
+            mml[slot] = vec2(m[h], l[h]);
+        }
+        [[unroll]] for (uint j = 0; j < NCH; j++) {
+            const uint ci = dl + j * KL;
+            if (ci < NCHUNK) {
+                [[unroll]] for (uint i = 0; i < HALF; i++) {
+                    const uint e = slot * D + ci * CH + 2 * i;
+                    mo[e] = o[(h * NCH + j) * HALF + i].x;
+                    mo[e + 1] = o[(h * NCH + j) * HALF + i].y;
+                }
+            }
+        }
+        memoryBarrierShared();
+        barrier();
+        float mx = NEG;
+        [[unroll]] for (uint r = 0; r < SL; r++) {
+            mx = max(mx, mml[r].x);
+        }
+        const float mx_use = mx > NEG_HALF ? mx : 0.0;
+        float lsum = 0.0;
+        [[unroll]] for (uint r = 0; r < SL; r++) {
+            ws[r] = exp2(mml[r].x - mx_use);
+            lsum += ws[r] * mml[r].y;
+        }
+        const uint row = qrow * pc.n_head + head0 + h; // row of [n_q][n_head]
+        uint obase = row * D;
+        float f = lsum > 0.0 ? 1.0 / lsum : 0.0; // a fully masked row outputs 0
+        if (SPLIT) {
+            const uint pr = gl_WorkGroupID.z * pc.n_q * pc.n_head + row;
+            obase = pr * D;
+            f = 1.0;
+            if (lane == 0) {
+                ml_out[pr] = vec2(mx, lsum);
+            }
+        }
+        for (uint d = lane; d < D; d += W) {
+            float x = 0.0;
+            [[unroll]] for (uint r = 0; r < SL; r++) {
+                x += ws[r] * mo[r * D + d];
+            }
+            o_out[obase + d] = x * f;
+        }
+    }
+}
