@@ -153,11 +153,11 @@ func (s Shape) Check() error {
 //     or the tile is staged in shared memory (prefill, see Stage), 8 when
 //     both, smaller while the shared memory would not fit.
 //   - Splits: only when the query blocks × KV-head groups cannot fill the
-//     device: 16 workgroups per compute unit (32 units assumed when unknown),
-//     because decode is latency bound and each workgroup is one lane group
-//     (on an H100, Llama-3-8B decode at 16k took 252 µs with 32 splits, 73
-//     with 128 and 46 with 256); never below 2 tiles of keys per split at
-//     KVLen.
+//     device: in decode 16 workgroups per compute unit (32 units assumed
+//     when unknown), because decode is latency bound and each workgroup is
+//     one lane group (on an H100, Llama-3-8B decode at 16k took 252 µs with
+//     32 splits, 73 with 128 and 46 with 256); in prefill 4 per compute
+//     unit; never below 2 tiles of keys per split at KVLen.
 func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if err := s.Check(); err != nil {
 		return Plan{}, err
@@ -325,6 +325,12 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	x, y, _ := p.Workgroups(s)
 	base := x * y
 	target := 16 * cus
+	if !p.Decode() {
+		// A prefill workgroup is 8 or 16 rows over the whole KV range: on
+		// the H200 a 512-query layer (1024 workgroups, 7.8 per SM) took
+		// 3446 µs at KV 8192 unsplit, 3509 with 3 splits and 3539 with 6.
+		target = 4 * cus
+	}
 	if base >= target {
 		return 1
 	}

@@ -51,8 +51,8 @@ func TestPlanLlama3(t *testing.T) {
 		// tiles, and 32 blocks × 32 heads need no split.
 		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 8, 1, 64},
 		// Fewer than 16 queries: Br 8, two q-heads per workgroup; 16
-		// workgroups split 60 ways to fill 60 CUs 16 deep.
-		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 8, 60, 64},
+		// workgroups split 15 ways to fill 60 CUs 4 deep.
+		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 8, 15, 64},
 		// Wave64: 16 rows of 4 lanes; staged, so 16-key tiles.
 		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 16, 1, 32},
 	} {
@@ -216,16 +216,20 @@ func TestPlanH200Prefill(t *testing.T) {
 			t.Errorf("KV %d: the policy plans %v, the same geometry named explicitly %v", kv, policy, named)
 		}
 		// 32 query blocks × 32 heads make 1024 one-warp workgroups, 7.8 per
-		// SM; 3 splits bring that to the 16 per SM the policy asks for. The
-		// count does not depend on the KV length, which only bounds it.
-		if x, y, z := policy.Workgroups(s); policy.Wave.W != 32 || policy.Br != 16 || policy.Bc != 8 || x*y != 1024 || z != 3 {
-			t.Errorf("KV %d: %v, %d×%d×%d workgroups; want wave 32, Br 16, Bc 8, 32×32×3", kv, policy, x, y, z)
+		// SM, more than the 4 the policy asks for in prefill: no split
+		// (3 splits were 2 % slower).
+		if x, y, z := policy.Workgroups(s); policy.Wave.W != 32 || policy.Br != 16 || policy.Bc != 8 || x*y != 1024 || z != 1 {
+			t.Errorf("KV %d: %v, %d×%d×%d workgroups; want wave 32, Br 16, Bc 8, 32×32×1", kv, policy, x, y, z)
 		}
 	}
-	// Without the SM count 32 units are assumed, which 1024 workgroups fill.
+	// 16 queries make 32 workgroups: split 17 ways for 132 SMs, 4 ways for
+	// the 32 units assumed without the SM count.
+	if p, err := PlanFor(dev, wave(t, dev, 0), llama3(16, 16384), Prefs{}); err != nil || p.Splits != 17 {
+		t.Errorf("16 queries: %v %v, want 17 splits", p, err)
+	}
 	dev.ComputeUnits = 0
-	if p, err := PlanFor(dev, wave(t, dev, 0), llama3(512, 16384), Prefs{}); err != nil || p.Splits != 1 {
-		t.Errorf("unknown SM count: %v %v, want no split", p, err)
+	if p, err := PlanFor(dev, wave(t, dev, 0), llama3(16, 16384), Prefs{}); err != nil || p.Splits != 4 {
+		t.Errorf("unknown SM count: %v %v, want 4 splits", p, err)
 	}
 }
 

@@ -298,12 +298,16 @@ void main() {
         // While every score so far is masked, m_new is NEG; subtracting 0
         // instead keeps every weight exp2(NEG) = 0 rather than exp2(0) = 1.
         const float m_use = m_new > NEG_HALF ? m_new : 0.0;
-        const float alpha = exp2(m - m_use);
-        m = m_new;
-        l *= alpha;
-        [[unroll]] for (uint v = 0; v < NV; v++) {
-            o[v] *= alpha;
+        if (m_new > m) {
+            // The running max moved, which becomes rare once it settles:
+            // a warp skips the rescale when none of its rows needs it.
+            const float alpha = exp2(m - m_use);
+            l *= alpha;
+            [[unroll]] for (uint v = 0; v < NV; v++) {
+                o[v] *= alpha;
+            }
         }
+        m = m_new;
         [[dont_unroll]] for (uint c0 = 0; c0 < BC; c0 += KU) {
             [[unroll]] for (uint u = 0; u < KU; u++) {
                 const uint c = c0 + u;
