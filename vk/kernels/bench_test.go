@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
@@ -91,12 +92,14 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 				if q8 {
 					name += "/q8"
 				}
-				benchMatVecRun(b, name, mats, func(s *vk.Sequence, w vk.Binding) error {
+				rec := func(s *vk.Sequence, w, dst vk.Binding) error {
 					if q8 {
-						return k.MatVecQ8With(s, whole(dst), w, whole(x), nil, qt, 1, rows, K, sh)
+						return k.MatVecQ8With(s, dst, w, whole(x), nil, qt, 1, rows, K, sh)
 					}
-					return k.MatVecWith(s, whole(dst), w, whole(x), qt, 1, rows, K, sh)
-				})
+					return k.MatVecWith(s, dst, w, whole(x), qt, 1, rows, K, sh)
+				}
+				benchMatVecRun(b, name, mats, whole(dst), rec)
+				benchMatVecStream(b, name+"/stream", mats, f32(rows), rec)
 			}
 		}
 		for _, m := range mats {
@@ -107,14 +110,15 @@ func benchMatVec(b *testing.B, qt quant.Type) {
 	}
 }
 
-// benchMatVecRun times rec over every matrix of mats, a few times each.
-func benchMatVecRun(b *testing.B, name string, mats []*vk.Buffer, rec func(s *vk.Sequence, w vk.Binding) error) {
+// benchMatVecRun times rec over every matrix of mats, a few times each,
+// with a barrier after each product (the products write one dst).
+func benchMatVecRun(b *testing.B, name string, mats []*vk.Buffer, dst vk.Binding, rec func(s *vk.Sequence, w, dst vk.Binding) error) {
 	b.Run(name, func(b *testing.B) {
 		s := benchDev.NewSequence()
 		defer s.Free()
 		const perCopy = 4
 		for i := 0; i < perCopy*len(mats); i++ {
-			if err := rec(s, whole(mats[i%len(mats)])); err != nil {
+			if err := rec(s, whole(mats[i%len(mats)]), dst); err != nil {
 				b.Fatal(err)
 			}
 			s.Barrier()
@@ -129,6 +133,55 @@ func benchMatVecRun(b *testing.B, name string, mats []*vk.Buffer, rec func(s *vk
 			b.ReportMetric(float64(bytes)*float64(b.N)/gpu/1e3, "GB/s")
 			b.ReportMetric(gpu/float64(b.N*perCopy*len(mats)), "us/op")
 		}
+	})
+}
+
+// benchMatVecStream is benchMatVecRun without the barriers: each product
+// writes its own slice of a dst, so none depends on another and the GPU may
+// overlap them, as it does the engine's independent neighbours (the q, k
+// and v projections; gate and up). A barrier drains the GPU, and the
+// products behind one wait for the slowest workgroup of the product before
+// it; the copy yardstick (BenchmarkCopyShader) streams 256 MiB per dispatch
+// and barely pays that. Timestamps would serialize the dispatches, so this
+// is wall time over whole runs of 16 passes through mats, with profiling
+// off: submission and the wait for the fence count against the kernel.
+func benchMatVecStream(b *testing.B, name string, mats []*vk.Buffer, dstBytes int64, rec func(s *vk.Sequence, w, dst vk.Binding) error) {
+	b.Run(name, func(b *testing.B) {
+		benchDev.SetProfiling(false)
+		defer benchDev.SetProfiling(true)
+		const perCopy = 16
+		n := perCopy * len(mats)
+		stride := (dstBytes + 255) &^ 255 // a binding offset every device accepts
+		dst, err := benchDev.NewBuffer(stride*int64(n), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer dst.Free()
+		s := benchDev.NewSequence()
+		defer s.Free()
+		for i := range n {
+			if err := rec(s, whole(mats[i%len(mats)]), vk.Binding{Buf: dst, Off: stride * int64(i), Size: dstBytes}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.End(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Run(); err != nil { // warm-up
+			b.Fatal(err)
+		}
+		bytes := mats[0].Size() * int64(n)
+		b.SetBytes(bytes)
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			if err := s.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		us := float64(time.Since(start).Microseconds())
+		b.ReportMetric(float64(bytes)*float64(b.N)/us/1e3, "GB/s")
+		b.ReportMetric(us/float64(b.N*n), "us/op")
 	})
 }
 
