@@ -34,8 +34,7 @@
 // Instead the workgroup converts the tile's K rows once into shared memory
 // as f32 (kvs), the slots read their dims from there (lanes reading the
 // same dims of one key get one broadcast), and V then reuses the space.
-// Conversion was three integer instructions per value and slot, more than
-// the multiply-adds it fed.
+// Converting per value and slot cost more than the multiply-adds it fed.
 //
 // Split-k: gl_NumWorkGroups.z splits share each row's KV range, each taking
 // a contiguous run of whole tiles derived from pos at run time. With SPLIT a
@@ -104,7 +103,7 @@ void store_tile(bool v, uint lane) {
             const uint e = it * CH; // = key * D + dim: chunks tile the rows
             const uvec4 w = v ? pre_v[r] : pre_k[r];
             [[unroll]] for (uint i = 0; i < HALF; i += 2) {
-                kvs[e / 4 + i / 2] = vec4(kv2f(w[i]), kv2f(w[i + 1]));
+                kvs[e / 4 + i / 2] = vec4(unpackHalf2x16(w[i]), unpackHalf2x16(w[i + 1]));
             }
         }
     }
@@ -161,12 +160,11 @@ void main() {
     const uint kb = gl_WorkGroupID.z * share;
     const uint ke = min(min(kb + share, pos + q0 + qn), kv_len);
 
-    // Q, pre-scaled into log2 units so the softmax runs on exp2, and by
-    // KV_SCALE for the K values of kv2f.
+    // Q, pre-scaled into log2 units so the softmax runs on exp2.
     vec2 q[NV];
     vec2 o[NV];
     const uint qbase = qrow * pc.n_head * D + head * D;
-    const float qscale = pc.scale * LOG2E * KV_SCALE;
+    const float qscale = pc.scale * LOG2E;
     [[unroll]] for (uint j = 0; j < NCH; j++) {
         const uint ci = dl + j * DL;
         [[unroll]] for (uint i = 0; i < HALF; i++) {
@@ -255,7 +253,7 @@ void main() {
                     } else if (ci < NCHUNK) {
                         const uvec4 k = load_k(kbase + ci * CH);
                         [[unroll]] for (uint i = 0; i < HALF; i++) {
-                            acc += dot(q[j * HALF + i], kv2f(k[i]));
+                            acc += dot(q[j * HALF + i], unpackHalf2x16(k[i]));
                         }
                     }
                 }
@@ -313,20 +311,19 @@ void main() {
                 const uint c = c0 + u;
                 const float p = exp2(sc[slot * SCS + c] - m_use);
                 l += p;
-                const float pv = p * KV_SCALE; // for the V values of kv2f
                 const uint vbase = min(t + c, ke - 1) * kv_stride + kv_off;
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
                     if (ci < NCHUNK && STAGE) {
                         [[unroll]] for (uint i = 0; i < HALF; i += 2) {
                             const vec4 v = kv_pairs(c, ci, i);
-                            o[j * HALF + i] += pv * v.xy;
-                            o[j * HALF + i + 1] += pv * v.zw;
+                            o[j * HALF + i] += p * v.xy;
+                            o[j * HALF + i + 1] += p * v.zw;
                         }
                     } else if (ci < NCHUNK) {
                         const uvec4 v = load_v(vbase + ci * CH);
                         [[unroll]] for (uint i = 0; i < HALF; i++) {
-                            o[j * HALF + i] += pv * kv2f(v[i]);
+                            o[j * HALF + i] += p * unpackHalf2x16(v[i]);
                         }
                     }
                 }

@@ -52,6 +52,12 @@ layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
 layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
 layout(std430, binding = 6) writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
 
+// K and V are f16, turned into floats by unpackHalf2x16. Decoding them with
+// integer instructions straight into f32 bits (exact, with 2^112 folded into
+// Q and the softmax weights) was tried until the fourth session: on the
+// H200 it made decode 10 % and staged prefill 5 % slower than the
+// conversion instructions.
+//
 // e indexes f16 values and is a multiple of CH; the branches on CH fold away
 // at specialization.
 uvec4 load_k(uint e) {
@@ -65,19 +71,3 @@ uvec4 load_v(uint e) {
     if (CH == 4) return uvec4(v2[e / 4], 0u, 0u);
     return uvec4(v1[e / 2], 0u, 0u, 0u);
 }
-
-// kv2f returns the f16 pair w as floats scaled by 2^-112, with integer
-// operations only: moving the f16 exponent and mantissa into an f32 word
-// (same bits, exponent bias 15 instead of 127) is exact for every finite
-// value and spares the two conversion instructions per K or V value (a
-// fraction of the FMA rate on NVIDIA). On the H200 it did not change decode
-// time, which latency bounds (docs/ATTENTION.md). Q carries the
-// compensating 2^112 (KV_SCALE) into the scores, and the softmax weights
-// into O. (Drivers that flush f32 denormals lose only K/V values below
-// f16's smallest normal, 6e-5 in magnitude.)
-const float KV_SCALE = 5.192296858534828e33; // 2^112
-vec2 kv2f(uint w) {
-    return uintBitsToFloat(uvec2(((w << 13) & 0x0FFFE000u) | ((w << 16) & 0x80000000u),
-                                 ((w >> 3) & 0x0FFFE000u) | (w & 0x80000000u)));
-}
-

@@ -74,12 +74,12 @@ void main() {
     const uint ke = min(min(kb + share, pos + qrow + 1), kv_len);
 
     // Q of every head, pre-scaled into log2 units so the softmax runs on
-    // exp2, and by KV_SCALE for the K values of kv2f.
+    // exp2.
     vec2 q[HG * NV];
     vec2 o[HG * NV];
     float m[HG];
     float l[HG];
-    const float qscale = pc.scale * LOG2E * KV_SCALE;
+    const float qscale = pc.scale * LOG2E;
     [[unroll]] for (uint h = 0; h < HG; h++) {
         const uint qbase = (qrow * pc.n_head + head0 + h) * D;
         [[unroll]] for (uint j = 0; j < NCH; j++) {
@@ -158,7 +158,7 @@ void main() {
         [[unroll]] for (uint u = 0; u < KU; u++) {
             [[unroll]] for (uint j = 0; j < NCH; j++) {
                 [[unroll]] for (uint i = 0; i < HALF; i++) {
-                    const vec2 k = kv2f(kr[u * NCH + j][i]);
+                    const vec2 k = unpackHalf2x16(kr[u * NCH + j][i]);
                     [[unroll]] for (uint h = 0; h < HG; h++) {
                         s[h * KU + u] += dot(q[(h * NCH + j) * HALF + i], k);
                     }
@@ -222,13 +222,13 @@ void main() {
             [[unroll]] for (uint u = 0; u < KU; u++) {
                 const float w = exp2(p[h * KU + u] - m_use);
                 l[h] += w;
-                p[h * KU + u] = w * KV_SCALE; // for the V values of kv2f
+                p[h * KU + u] = w;
             }
         }
         [[unroll]] for (uint u = 0; u < KU; u++) {
             [[unroll]] for (uint j = 0; j < NCH; j++) {
                 [[unroll]] for (uint i = 0; i < HALF; i++) {
-                    const vec2 v = kv2f(vr[u * NCH + j][i]);
+                    const vec2 v = unpackHalf2x16(vr[u * NCH + j][i]);
                     [[unroll]] for (uint h = 0; h < HG; h++) {
                         o[(h * NCH + j) * HALF + i] += p[h * KU + u] * v;
                     }

@@ -206,10 +206,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
 	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
-	// The reduce pass's 256 invocations make at most 256/min-subgroup subgroups.
-	narrowest := max(info.MinSubgroupSize, 1)
-	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, attention.MaxSplits, uint32(sh.HeadDim), b32(q8),
-		uint32((reduceLanes+narrowest-1)/narrowest))
+	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, uint32(sh.HeadDim), b32(q8))
 	if err != nil {
 		return err
 	}
@@ -244,9 +241,6 @@ func (f *FlashAttn) pipeline(name string, bindings, pushSize int, w attention.Wa
 	f.pipes[key] = p
 	return p, nil
 }
-
-// reduceLanes is the workgroup size of flash_attn_reduce.comp.
-const reduceLanes = 256
 
 // b32 is a boolean specialization constant.
 func b32(b bool) uint32 {
