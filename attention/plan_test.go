@@ -53,8 +53,9 @@ func TestPlanLlama3(t *testing.T) {
 		// Fewer than 16 queries: Br 8, two q-heads per workgroup; 16
 		// workgroups split 15 ways to fill 60 CUs 4 deep.
 		{"prefill 7", w32, llama3(7, 16384), 8, 2, 16, 2, 8, 8, 15, 64},
-		// Wave64: 16 rows of 4 lanes; staged, so 16-key tiles.
-		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 1, 16, 4, 8, 16, 1, 32},
+		// Wave64: 16 positions × 2 q-heads in rows of 2 lanes (64 dims
+		// each), staged, so 8-key tiles.
+		{"prefill 512 wave64", wave(t, rdna, 64), llama3(512, 16384), 16, 2, 32, 2, 8, 8, 1, 64},
 	} {
 		p, err := PlanFor(rdna, c.w, c.s, Prefs{})
 		if err != nil {
