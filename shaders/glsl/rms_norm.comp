@@ -12,6 +12,12 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NSG = 8;
 layout(constant_id = 2) const bool Q8 = false;
+// BLOCKS (with Q8): the workgroup has a lane per block of 32 values, which
+// loads its block and weights at once and keeps them in registers, so a row
+// costs one round of loads and one reduction. The general path reads the
+// row once for the sum of squares and again to scale it: on decode's one
+// row of 4096 that second round trip came after the reduction.
+layout(constant_id = 3) const bool BLOCKS = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Src { float x[]; };
@@ -38,6 +44,26 @@ void main() {
         return;
     }
     uint base = row * pc.cols;
+    if (Q8 && BLOCKS) {
+        uint nb = pc.cols / 32u, b = gl_LocalInvocationID.x;
+        uint i0 = base / 4u + 8u * b;
+        vec4 v[8], wv[8];
+        float bs = 0.0;
+        for (uint j = 0u; j < 8u; j++) {
+            v[j] = x4[i0 + j];
+            wv[j] = w4[8u * b + j];
+            bs += dot(v[j], v[j]);
+        }
+        red_v[0] = bs;
+        wg_reduce(false);
+        float bscale = inversesqrt(red_v[0] / float(pc.cols) + pc.eps);
+        for (uint j = 0u; j < 8u; j++) {
+            v[j] *= bscale * wv[j];
+            dst4[i0 + j] = v[j];
+        }
+        q8_store(row * nb + b, pc.rows * nb, v);
+        return;
+    }
     float ss = 0.0;
     for (uint c = gl_LocalInvocationID.x; c < pc.cols; c += WG) {
         float v = x[base + c];

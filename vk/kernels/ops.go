@@ -96,11 +96,15 @@ func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w v
 	// 4096-wide row on an H100; with up to 1024 lanes each loads a handful
 	// of values. Narrow rows keep small workgroups.
 	lanes := min(k.info.MaxWorkgroupInvocations, normLanes, max(Lanes, ceil(cols, 4*Lanes)*Lanes))
-	q8b, withQ8 := vk.Binding{Buf: k.dummy}, uint32(0)
+	q8b, withQ8, blocks := vk.Binding{Buf: k.dummy}, uint32(0), uint32(0)
 	if q8 != nil {
 		q8b, withQ8 = *q8, 1
+		// A lane per block of 32 where the row has few enough blocks.
+		if cols/32 <= min(k.info.MaxWorkgroupInvocations, normLanes) {
+			lanes, blocks = cols/32, 1
+		}
 	}
-	p, err := k.pipeline("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8)
+	p, err := k.pipeline("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8, blocks)
 	if err != nil {
 		return err
 	}

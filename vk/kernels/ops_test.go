@@ -65,7 +65,8 @@ func TestRMSNorm(t *testing.T) {
 	k := setup(t)
 	cases := append([][2]int{}, rowsCols...)
 	q8From := len(cases)
-	cases = append(cases, [2]int{1, 4096}, [2]int{3, 96}, [2]int{8, 32}, [2]int{2, 14336})
+	// 1025 blocks of 32 take the general path (more blocks than lanes).
+	cases = append(cases, [2]int{1, 4096}, [2]int{3, 96}, [2]int{8, 32}, [2]int{2, 14336}, [2]int{1, 32800})
 	for i, rc := range cases {
 		rows, cols := rc[0], rc[1]
 		inPlace := i%2 == 1
