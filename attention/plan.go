@@ -24,12 +24,19 @@ type Shape struct {
 
 // Prefs override the policy; zero fields are chosen by it.
 type Prefs struct {
-	Br     int // query positions per workgroup: 1, 8 or 16
-	Bc     int // keys per tile: 8, 16, 32 or 64
+	Br int // query positions per workgroup: 1, 8 or 16
+	// Bc is the keys per tile: 8, 16, 32 or 64; in decode (Br 1) the keys
+	// per step of the workgroup, Slots × 1, 2, 4, 8 or 16.
+	Bc     int
 	Splits int // KV splits per query block (1 = no split-k), at most MaxSplits
-	Heads  int // q-heads per workgroup: a divisor of the GQA group
+	// Heads is the q-heads per workgroup: a divisor of the GQA group, at
+	// most 16 in decode (the kernel pads a step's scores to a power of two
+	// of heads, up to 16).
+	Heads int
 	// Stage overrides the policy's choice of staging K and V in shared
-	// memory (Plan.Stage); staging still needs the tile to fit.
+	// memory (Plan.Stage) in prefill, where staging still needs the tile to
+	// fit and 4 or more values per load; decode never stages, and asking it
+	// to is an error.
 	Stage StagePref
 }
 
@@ -132,6 +139,10 @@ const maxDimsPerLane = 64
 // rows.
 const maxRows = 32
 
+// maxDecodeHeads bounds Heads in decode: flash_attn_decode.comp pads a
+// step's scores to a power of two of heads (HGP), up to 16.
+const maxDecodeHeads = 16
+
 // Check validates a shape against what the kernel supports.
 func (s Shape) Check() error {
 	switch {
@@ -230,8 +241,9 @@ func largestHeads(group, pref int, fits func(h int) bool) int {
 // planRows lays out a plan of Br > 1 rows (flash_attn.comp): Heads, Slots,
 // Chunk, Bc and Stage.
 func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error) {
-	// The largest divisor of the GQA group that keeps the rows within the cap.
-	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return p.Br*h <= rowCap })
+	// The largest divisor of the GQA group that keeps the rows within the
+	// cap once they are rounded up to a power of two of slots.
+	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return 1<<bits.Len(uint(p.Br*h-1)) <= rowCap })
 	// A row's lanes reduce by subgroup operations, so they lie in one
 	// hardware subgroup: on subgroups narrower than a row would be, slots
 	// past the rows idle.
@@ -310,6 +322,9 @@ func planDecode(dev Device, p Plan, s Shape, pref Prefs) (Plan, error) {
 	p.LanesPerSlot = min(1<<bits.Len(uint(chunks-1)), p.Wave.W, max(p.Wave.Subgroup, 1))
 	p.Slots = p.Wave.W / p.LanesPerSlot
 	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return h*p.DimsPerLane() <= maxDimsPerLane })
+	if p.Heads > maxDecodeHeads {
+		return Plan{}, fmt.Errorf("attention: %d q-heads per decode workgroup (at most %d)", p.Heads, maxDecodeHeads)
+	}
 	p.Bc = pref.Bc
 	if p.Bc == 0 {
 		p.Bc = p.Slots * max(4/ceilDiv(chunks, p.LanesPerSlot), 1)

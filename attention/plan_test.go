@@ -296,4 +296,16 @@ func TestPlanHeads(t *testing.T) {
 	if _, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Heads: 3}); err == nil || !strings.Contains(err.Error(), "do not divide") {
 		t.Errorf("3 heads of a group of 4: %v, want an error", err)
 	}
+	// The decode kernel pads a step's scores to at most 16 heads.
+	wide := Shape{Queries: 1, Heads: 32, KVHeads: 1, HeadDim: 64, KVLen: 100}
+	if _, err := PlanFor(dev, w, wide, Prefs{Heads: 32}); err == nil || !strings.Contains(err.Error(), "at most 16") {
+		t.Errorf("32 q-heads per decode workgroup: %v, want an error", err)
+	}
+	// Prefill rows round up to a power of two of slots: at wave 32 and head
+	// dim 80 the budget allows 25 rows, so Br 8 takes 2 of a group of 6
+	// heads (16 slots), not 3 (24 rows in 32 slots, 80 dims per lane).
+	p, err = PlanFor(dev, w, Shape{Queries: 100, Heads: 6, KVHeads: 1, HeadDim: 80, KVLen: 100}, Prefs{Br: 8})
+	if err != nil || p.Heads != 2 || p.Slots != 16 || p.DimsPerLane() > maxDimsPerLane {
+		t.Errorf("Br 8 over a group of 6 at head dim 80: %v %v, want 2 heads in 16 slots", p, err)
+	}
 }

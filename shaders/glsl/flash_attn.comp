@@ -150,15 +150,10 @@ void main() {
     const uint kv_stride = pc.n_kv_head * D;
     const uint kv_off = kvh * D;
 
-    // This workgroup's keys: its split's share of the batch's KV length
-    // (whole tiles), cut at the causal limit of the block's last query. A
-    // batch running past the cache sees the keys the cache holds, never
-    // reads beyond it.
-    const uint kv_len = min(pos + pc.n_q, pc.ctx);
-    const uint nsplit = gl_NumWorkGroups.z;
-    const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
-    const uint kb = gl_WorkGroupID.z * share;
-    const uint ke = min(min(kb + share, pos + q0 + qn), kv_len);
+    // This workgroup's keys, up to the causal limit of the block's last query.
+    const uvec2 keys = key_range(pos, pos + q0 + qn);
+    const uint kb = keys.x;
+    const uint ke = keys.y;
 
     // Q, pre-scaled into log2 units so the softmax runs on exp2.
     vec2 q[NV];
@@ -199,12 +194,7 @@ void main() {
                 const uint qq = q0 + i;
                 float mv = NEG;
                 if (i < qn && key < ke && key <= pos + qq) {
-                    const uint idx = qq * pc.ctx + key;
-                    const vec2 h = unpackHalf2x16(mask_in[idx / 2]);
-                    const float x = ((idx & 1u) != 0u ? h.y : h.x) * LOG2E;
-                    if (x > NEG_HALF) { // -inf (and NaN) stay masked
-                        mv = x;
-                    }
+                    mv = mask_log2(qq * pc.ctx + key);
                 }
                 mtile[c * (BR + 1) + i] = mv;
                 live = live || mv > NEG_HALF;

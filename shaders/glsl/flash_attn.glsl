@@ -71,3 +71,24 @@ uvec4 load_v(uint e) {
     if (CH == 4) return uvec4(v2[e / 4], 0u, 0u);
     return uvec4(v1[e / 2], 0u, 0u, 0u);
 }
+
+// key_range returns this workgroup's keys [kb, ke): its split's share
+// (gl_WorkGroupID.z of gl_NumWorkGroups.z) of the batch's KV length in
+// whole tiles of BC, cut at end (one past the causal limit of the
+// workgroup's last query) and at the cache's end: a batch running past
+// the cache sees the keys the cache holds, never reads beyond it.
+uvec2 key_range(uint pos, uint end) {
+    const uint kv_len = min(pos + pc.n_q, pc.ctx);
+    const uint nsplit = gl_NumWorkGroups.z;
+    const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
+    const uint kb = gl_WorkGroupID.z * share;
+    return uvec2(kb, min(min(kb + share, end), kv_len));
+}
+
+// mask_log2 returns entry idx of the f16 mask in log2 units, or NEG where
+// it is -inf (or NaN): such keys stay masked.
+float mask_log2(uint idx) {
+    const vec2 h = unpackHalf2x16(mask_in[idx / 2]);
+    const float x = ((idx & 1u) != 0u ? h.y : h.x) * LOG2E;
+    return x > NEG_HALF ? x : NEG;
+}

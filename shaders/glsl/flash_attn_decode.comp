@@ -62,16 +62,13 @@ void main() {
     const uint head0 = kvh * group + (gl_WorkGroupID.y % hgroups) * HG;
     const uint qrow = gl_WorkGroupID.x;
 
-    // This workgroup's keys: its split's share of the batch's KV length
-    // (whole steps), cut at the row's causal limit and at the cache's end.
+    // This workgroup's keys (in whole steps), up to the row's causal limit.
     const uint pos = step_pos;
     const uint kv_stride = pc.n_kv_head * D;
     const uint kv_off = kvh * D;
-    const uint kv_len = min(pos + pc.n_q, pc.ctx);
-    const uint nsplit = gl_NumWorkGroups.z;
-    const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
-    const uint kb = gl_WorkGroupID.z * share;
-    const uint ke = min(min(kb + share, pos + qrow + 1), kv_len);
+    const uvec2 keys = key_range(pos, pos + qrow + 1);
+    const uint kb = keys.x;
+    const uint ke = keys.y;
 
     // Q of every head, pre-scaled into log2 units so the softmax runs on
     // exp2.
@@ -114,15 +111,7 @@ void main() {
         if (MASK) {
             bool live = false;
             [[unroll]] for (uint u = 0; u < KU; u++) {
-                mv[u] = NEG;
-                if (k0 + u < ke) {
-                    const uint idx = qrow * pc.ctx + k0 + u;
-                    const vec2 h = unpackHalf2x16(mask_in[idx / 2]);
-                    const float x = ((idx & 1u) != 0u ? h.y : h.x) * LOG2E;
-                    if (x > NEG_HALF) { // -inf (and NaN) stay masked
-                        mv[u] = x;
-                    }
-                }
+                mv[u] = k0 + u < ke ? mask_log2(qrow * pc.ctx + k0 + u) : NEG;
                 live = live || mv[u] > NEG_HALF;
             }
             // Uniform in the subgroup, so the shuffles below stay whole.

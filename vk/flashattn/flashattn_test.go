@@ -68,6 +68,7 @@ type variant struct {
 	br, wave int
 	splits   int                 // 1: no split-k
 	stage    attention.StagePref // staging K and V in shared memory: the policy's, or forced off or on
+	bc       int                 // keys per tile, or per step in decode (0: the policy's)
 }
 
 // tc is one kernel configuration: a problem and a geometry.
@@ -92,6 +93,9 @@ func (c tc) String() string {
 		s += "/unstaged"
 	case attention.StageOn:
 		s += "/staged"
+	}
+	if c.bc != 0 {
+		s += fmt.Sprintf("/bc%d", c.bc)
 	}
 	return s
 }
@@ -179,7 +183,7 @@ func TestFlashAttn(t *testing.T) {
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, Stage: c.stage}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Bc: c.bc, Splits: c.splits, Stage: c.stage}}); err != nil {
 				t.Fatal(err)
 			}
 			defer fa.Close()
@@ -257,11 +261,11 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	for _, br := range axisBr {
 		for _, w := range axisWave {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, w, s, attention.StageAuto}})
+				cases = append(cases, tc{in, variant{br, w, s, attention.StageAuto, 0}})
 			}
 		}
 	}
-	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, attention.StageAuto}})
+	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, attention.StageAuto, 0}})
 	r := rand.New(rand.NewPCG(7, 7))
 	tamper := func(i int, c tc, out vk.Binding) error {
 		at := out.Off + 4*int64(r.IntN(c.queries*c.heads()*c.dim))
@@ -288,7 +292,7 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	}
 
 	// Every position of one output: the comparison covers all of them.
-	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, attention.StageAuto}}
+	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0}}
 	runCases(t, d, []tc{small}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -309,8 +313,8 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 // or that ignores the mask, fails.
 func TestFlashAttnTeeth(t *testing.T) {
 	d := setup(t)
-	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, attention.StageAuto}}
-	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, attention.StageAuto}}
+	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0}}
+	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, attention.StageAuto, 0}}
 	runCases(t, d, []tc{causal, masked}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -339,7 +343,7 @@ func TestFlashAttnTeeth(t *testing.T) {
 // past it are NaN, so a read would show).
 func TestFlashAttnPastContext(t *testing.T) {
 	in := inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 90, queries: 16, past: 10}
-	expect(t, []tc{{in, variant{8, 32, 1, attention.StageAuto}}, {in, variant{8, 32, 3, attention.StageAuto}}})
+	expect(t, []tc{{in, variant{8, 32, 1, attention.StageAuto, 0}}, {in, variant{8, 32, 3, attention.StageAuto, 0}}})
 }
 
 // TestFlashAttnKVHeads runs problems with several KV heads, which the full
@@ -354,13 +358,45 @@ func TestFlashAttnKVHeads(t *testing.T) {
 	} {
 		for _, br := range axisBr {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, 32, s, attention.StageAuto}}, tc{in, variant{br, 64, s, attention.StageAuto}})
+				cases = append(cases, tc{in, variant{br, 32, s, attention.StageAuto, 0}}, tc{in, variant{br, 64, s, attention.StageAuto, 0}})
 			}
 		}
 		// Prefill rows also load K and V per row slot where shared memory
 		// cannot hold a staged tile.
-		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff}}, tc{in, variant{16, 64, 3, attention.StageOff}})
+		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff, 0}}, tc{in, variant{16, 64, 3, attention.StageOff, 0}})
 	}
+	expect(t, cases)
+}
+
+// TestFlashAttnDecodeShapes runs the decode kernel where the full product
+// does not reach: q-heads per workgroup that are not a power of two (7 and
+// 3 at head dim 64, where the whole group fits the register budget; the
+// kernel pads their scores to 8 and 4), and forced steps of 8 and 16 keys
+// per slot (Bc 32 and 64 over wave 32's 4 slots on lavapipe, 64 over wave
+// 64's 8; the policy takes 2 keys per slot there). 16 keys per slot at wave
+// 64 would take lavapipe's compiler 100 s.
+func TestFlashAttnDecodeShapes(t *testing.T) {
+	d := setup(t)
+	var cases []tc
+	for _, gqa := range []int{7, 3} {
+		in := inputs{dim: 64, gqa: gqa, kvHeads: 2, kv: 1000, queries: 1}
+		for _, w := range axisWave {
+			fa, err := New(d, Options{Wave: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := fa.Plan(Shape{Queries: 1, Heads: in.heads(), KVHeads: in.kvHeads, HeadDim: in.dim, Context: in.context()})
+			fa.Close()
+			if err != nil || p.Heads != gqa {
+				t.Fatalf("gqa %d at wave %d: plan %v %v, want all %d q-heads in one workgroup", gqa, w, p, err, gqa)
+			}
+			for _, s := range axisSplits {
+				cases = append(cases, tc{in, variant{1, w, s, attention.StageAuto, 0}})
+			}
+		}
+	}
+	in := inputs{dim: 128, gqa: 4, kvHeads: 1, kv: 1000, queries: 1, mask: true}
+	cases = append(cases, tc{in, variant{1, 32, 3, attention.StageAuto, 32}}, tc{in, variant{1, 32, 1, attention.StageAuto, 64}}, tc{in, variant{1, 64, 3, attention.StageAuto, 64}})
 	expect(t, cases)
 }
 
@@ -369,9 +405,9 @@ func TestFlashAttnKVHeads(t *testing.T) {
 // empty at the shorter lengths.
 func TestFlashAttnManySplits(t *testing.T) {
 	expect(t, []tc{
-		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, attention.StageAuto}},
-		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, attention.StageAuto}},
-		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, attention.StageAuto}},
+		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, attention.StageAuto, 0}},
+		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, attention.StageAuto, 0}},
+		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, attention.StageAuto, 0}},
 	})
 }
 
@@ -572,7 +608,7 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Splits: c.splits, Stage: c.stage}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Bc: c.bc, Splits: c.splits, Stage: c.stage}}); err != nil {
 				t.Fatalf("%v: %v", c, err)
 			}
 			fas[c.variant] = fa
@@ -890,5 +926,5 @@ func TestFlashAttnPairsUnstaged(t *testing.T) {
 	if p.Chunk != 2 || p.Stage {
 		t.Fatalf("plan %v: want unstaged chunks of 2", p)
 	}
-	expect(t, []tc{{in, variant{8, 64, 1, attention.StageOn}}})
+	expect(t, []tc{{in, variant{8, 64, 1, attention.StageOn, 0}}})
 }
