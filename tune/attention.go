@@ -33,22 +33,32 @@ func (a Attention) String() string {
 }
 
 // defaultAttention lists the decode and prefill variants: every wave the
-// device runs, keys per tile, and split-k counts (decode) or query rows per
-// workgroup with and without the policy's split-k (prefill: whether
-// splitting a batch's KV range pays when its query blocks already make
-// many workgroups is the device's to show). The policy's own choice comes
-// first: the reference.
+// device runs, keys per step and split-k counts (decode) or keys per tile,
+// query rows per workgroup and with and without the policy's split-k
+// (prefill: whether splitting a batch's KV range pays when its query
+// blocks already make many workgroups is the device's to show). The
+// policy's own choice comes first: the reference.
+//
+// Decode runs its own kernel (flash_attn_decode), whose Bc is the keys a
+// workgroup takes per step: its key slots times 1, 2, 4, 8 or 16
+// (attention.PlanFor), so what a Bc means depends on the wave and head
+// dim. Bc 0 is the policy's for the wave; a Bc the plan rejects for a wave
+// is listed as not run, with the plan's reason.
 func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attention) {
-	bcs, splits, brs, prefillSplits := []int{16, 32, 64}, []int{0, 1, 8, 32, 128, 256}, []int{8, 16}, []int{0, 1}
+	decodeBcs, splits := []int{0, 8, 16, 32}, []int{0, 1, 8, 32, 128, 256}
+	prefillBcs, brs, prefillSplits := []int{16, 32, 64}, []int{8, 16}, []int{0, 1}
 	if quick {
-		bcs, splits, prefillSplits = []int{16, 32}, []int{0, 1, 4}, []int{0}
+		decodeBcs, splits = []int{0, 16}, []int{0, 1, 4}
+		prefillBcs, prefillSplits = []int{16, 32}, []int{0}
 	}
 	decode, prefill = []Attention{{}}, []Attention{{}}
 	for _, w := range attention.SupportedWaves(flashattn.Device(info)) {
-		for _, bc := range bcs {
+		for _, bc := range decodeBcs {
 			for _, s := range splits {
 				decode = append(decode, Attention{Wave: w.W, Bc: bc, Splits: s})
 			}
+		}
+		for _, bc := range prefillBcs {
 			for _, br := range brs {
 				for _, s := range prefillSplits {
 					prefill = append(prefill, Attention{Wave: w.W, Br: br, Bc: bc, Splits: s})
@@ -136,11 +146,13 @@ func (sw *sweeper) newAttnCase(m Model, queries, kv int) (c *attnCase, err error
 	hd, kvd := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
 	c = &attnCase{rowFloats: hd, sh: flashattn.Shape{Queries: queries, Heads: m.Heads, KVHeads: m.KVHeads,
 		HeadDim: m.HeadDim, Context: kv, Scale: float32(1 / math.Sqrt(float64(m.HeadDim)))}}
-	defer func() {
+	// c as it is now: an error return sets the result c to nil before
+	// deferred calls run.
+	defer func(c *attnCase) {
 		if err != nil {
 			c.free()
 		}
-	}()
+	}(c)
 	q := make([]float32, queries*hd)
 	for i := range q {
 		q[i] = float32(2*rng.Float64() - 1)

@@ -28,6 +28,9 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Device: %s (%s). Shapes: %s. Timer: %s, median of %d runs after a warm-up.\n",
 		r.Device, r.Driver, r.Model, r.Timer, r.Reps)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\nNote: %s.\n", n)
+	}
 	for _, t := range r.Tables {
 		fmt.Fprintf(&b, "\n### %s: %s (weight %d)\n\n", t.Kernel, t.Shape, t.Weight)
 		fmt.Fprintf(&b, "| variant | ms | %s | vs ref | max err (bound) | note |\n", t.Unit)

@@ -12,16 +12,21 @@ import (
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
-// recordFunc records one matrix product dst[n][rows] = x[n][K] . W^T.
+// recordFunc records one matrix product dst[n][rows] = x[n][K] . W^T; x
+// holds the activations in the layout the kernel reads (f32, or q8 for
+// the _q8 kernels).
 type recordFunc func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error
 
-// matVariant is one geometry of the matmul or matvec kernel.
+// matVariant is one geometry of a matrix kernel.
 type matVariant struct {
 	name     string
 	ref, def bool
 	f16      bool // rounds dequantized weights to f16 (a looser parity bound)
 	x16      bool // rounds activations to f16 (likewise)
 	rec      recordFunc
+	// on names what the variant runs as on a matrix, for variants whose
+	// geometry the matrix decides (matvec_q8's lanes 0); nil for the rest.
+	on func(mat Matrix) string
 }
 
 // The tiles the prefill sweep tries: the square 16x16 reference, the
@@ -46,6 +51,19 @@ var (
 	}
 )
 
+// The tiles the matmul_q8 sweep tries besides the built-in k.TileQ8: the
+// wide ones that won the H200's kernel benchmark (kernels.defaultQ8Tiles)
+// and the next ones down (kernels.Q8Tiles); the quick sweep's are small.
+var (
+	q8Tiles = []kernels.Tile{
+		{BM: 32, BN: 256, TM: 4, TN: 8}, {BM: 64, BN: 128, TM: 4, TN: 8}, {BM: 64, BN: 128, TM: 8, TN: 4},
+		{BM: 32, BN: 128, TM: 4, TN: 8}, {BM: 64, BN: 64, TM: 4, TN: 4},
+	}
+	quickQ8Tiles = []kernels.Tile{
+		{BM: 32, BN: 32, TM: 4, TN: 4}, {BM: 32, BN: 64, TM: 4, TN: 8}, {BM: 16, BN: 64, TM: 2, TN: 8},
+	}
+)
+
 // refTile is what "vs ref" compares prefill tiles with.
 var refTile = kernels.Tile{BM: 16, BN: 16, TM: 1, TN: 1}
 
@@ -60,6 +78,17 @@ func defaultTiles(quick bool) []kernels.Tile {
 		out = append(out, t, f)
 	}
 	return append(out, kernels.WideTiles...)
+}
+
+// defaultQ8Tiles are the matmul_q8 tiles to try on a device: those that fit
+// it for every weight type, so that the table holds no variant that could
+// never be chosen.
+func defaultQ8Tiles(info vk.DeviceInfo, quick bool) []kernels.Tile {
+	tiles := q8Tiles
+	if quick {
+		tiles = quickQ8Tiles
+	}
+	return slices.DeleteFunc(slices.Clone(tiles), func(t kernels.Tile) bool { return checkQ8Tile(t, info) != nil })
 }
 
 func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {
@@ -77,6 +106,22 @@ func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {
 	if quick {
 		lanes, rows, unrolls, waves = []int{32, 64}, []int{1, 2}, []int{2}, []int{0}
 	}
+	return matVecGrid(lanes, rows, unrolls, waves)
+}
+
+// defaultMatVecsQ8 are the matvec_q8 shapes to try: lanes 0 (sized per
+// matrix, as the built-in default) or fixed, over rows and unroll. The
+// driver's own wave only: the kernel reduces across subgroups of any size.
+func defaultMatVecsQ8(quick bool) []kernels.MatVecShape {
+	if quick {
+		return matVecGrid([]int{0, 32, 64}, []int{1, 4}, []int{1}, []int{0})
+	}
+	return matVecGrid([]int{0, 32, 64, 128}, []int{1, 2, 4, 8}, []int{1, 2}, []int{0})
+}
+
+// matVecGrid is every shape of the given lanes, rows, unroll and waves
+// (a wave that does not divide the lanes is left out).
+func matVecGrid(lanes, rows, unrolls, waves []int) []kernels.MatVecShape {
 	var out []kernels.MatVecShape
 	for _, l := range lanes {
 		for _, r := range rows {
@@ -92,7 +137,27 @@ func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {
 	return out
 }
 
-// matmul sweeps the prefill tile over every matrix of m.
+// withDefault is list with def added at its end where list lacks it: the
+// built-in default is always measured. list itself is never written.
+func withDefault[T comparable](list []T, def T) []T {
+	if slices.Contains(list, def) {
+		return list
+	}
+	return append(slices.Clip(list), def)
+}
+
+// columns is the number of activation columns of the prefill sweeps.
+func (sw *sweeper) columns() int {
+	switch {
+	case sw.o.Columns != 0:
+		return sw.o.Columns
+	case sw.o.Quick:
+		return 32
+	}
+	return 512
+}
+
+// matmul sweeps the prefill tile of the f32 kernel over every matrix of m.
 func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
 	k, err := kernels.New(sw.dev)
 	if err != nil {
@@ -103,9 +168,7 @@ func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
 	if tiles == nil {
 		tiles = defaultTiles(sw.o.Quick)
 	}
-	if !slices.Contains(tiles, k.Tile) {
-		tiles = append(tiles, k.Tile)
-	}
+	tiles = withDefault(tiles, k.Tile)
 	var vs []matVariant
 	for _, t := range tiles {
 		vs = append(vs, matVariant{name: t.String(), ref: t == refTile, def: t == k.Tile, f16: t.F16, x16: t.X16,
@@ -113,29 +176,45 @@ func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
 				return k.MatMulTiled(s, dst, w, x, qt, n, rows, K, t)
 			}})
 	}
-	vs = append(vs, sw.o.extraMatMul...)
-	n := sw.o.Columns
-	if n == 0 {
-		n = 512
-		if sw.o.Quick {
-			n = 32
-		}
+	i, err := sw.sweepMatrices(k, m, r, KernelMatMul, sw.columns(), vs)
+	if i >= 0 {
+		t := tiles[i]
+		p.MatMul = &MatMul{BM: t.BM, BN: t.BN, TM: t.TM, TN: t.TN, F16: t.F16, X16: t.X16, KB: t.KB}
 	}
-	tables, err := sw.matrices(k, m, KernelMatMul, n, vs)
+	return err
+}
+
+// matmulQ8 sweeps the prefill tile of the 8-bit-activation kernel over the
+// matrices of m it takes. The built-in tile is the reference: the f32
+// kernel's 16x16 has no counterpart here.
+func (sw *sweeper) matmulQ8(m Model, r *Report, p *Profile) error {
+	k, err := kernels.New(sw.dev)
 	if err != nil {
 		return err
 	}
-	r.Tables = append(r.Tables, tables...)
-	if i := choose(tables); i >= 0 && i < len(tiles) {
-		t := tiles[i]
-		p.MatMul = &MatMul{BM: t.BM, BN: t.BN, TM: t.TM, TN: t.TN, F16: t.F16, X16: t.X16, KB: t.KB}
-	} else {
-		r.Unchosen = append(r.Unchosen, KernelMatMul)
+	defer k.Close()
+	tiles := sw.o.TilesQ8
+	if tiles == nil {
+		tiles = defaultQ8Tiles(sw.dev.Info(), sw.o.Quick)
 	}
-	return nil
+	tiles = withDefault(tiles, k.TileQ8)
+	var vs []matVariant
+	for _, t := range tiles {
+		vs = append(vs, matVariant{name: matMulQ8Of(t).String(), ref: t == k.TileQ8, def: t == k.TileQ8,
+			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, qt quant.Type, n, rows, K int) error {
+				return k.MatMulQ8(s, dst, w, xq, qt, n, rows, K, t)
+			}})
+	}
+	i, err := sw.sweepMatrices(k, m, r, KernelMatMulQ8, sw.columns(), vs)
+	if i >= 0 {
+		t := matMulQ8Of(tiles[i])
+		p.MatMulQ8 = &t
+	}
+	return err
 }
 
-// matvec sweeps the decode matrix-vector shape over every matrix of m.
+// matvec sweeps the decode matrix-vector shape of the f32 kernel over
+// every matrix of m.
 func (sw *sweeper) matvec(m Model, r *Report, p *Profile) error {
 	k, err := kernels.New(sw.dev)
 	if err != nil {
@@ -146,9 +225,7 @@ func (sw *sweeper) matvec(m Model, r *Report, p *Profile) error {
 	if shapes == nil {
 		shapes = defaultMatVecs(sw.dev.Info(), sw.o.Quick)
 	}
-	if !slices.Contains(shapes, k.MatVec) {
-		shapes = append(shapes, k.MatVec)
-	}
+	shapes = withDefault(shapes, k.MatVec)
 	var vs []matVariant
 	for _, sh := range shapes {
 		// The decode kernel has no standard reference shape: the built-in
@@ -158,19 +235,68 @@ func (sw *sweeper) matvec(m Model, r *Report, p *Profile) error {
 				return k.MatVecWith(s, dst, w, x, qt, n, rows, K, sh)
 			}})
 	}
-	vs = append(vs, sw.o.extraMatVec...)
-	tables, err := sw.matrices(k, m, KernelMatVec, 1, vs)
+	i, err := sw.sweepMatrices(k, m, r, KernelMatVec, 1, vs)
+	if i >= 0 {
+		s := shapes[i]
+		p.MatVec = &MatVec{Lanes: s.Lanes, Rows: s.Rows, Unroll: s.Unroll, Wave: s.Wave}
+	}
+	return err
+}
+
+// matvecQ8 sweeps the decode shape of the 8-bit-activation kernel over the
+// matrices of m it takes. Each shape runs as the engine runs it, through
+// SizeMatVecQ8, so lanes 0 (the built-in default and the reference) takes
+// the lanes the engine would give each matrix; its cells name them.
+func (sw *sweeper) matvecQ8(m Model, r *Report, p *Profile) error {
+	k, err := kernels.New(sw.dev)
 	if err != nil {
 		return err
 	}
-	r.Tables = append(r.Tables, tables...)
-	if i := choose(tables); i >= 0 && i < len(shapes) {
-		s := shapes[i]
-		p.MatVec = &MatVec{Lanes: s.Lanes, Rows: s.Rows, Unroll: s.Unroll, Wave: s.Wave}
-	} else {
-		r.Unchosen = append(r.Unchosen, KernelMatVec)
+	defer k.Close()
+	shapes := sw.o.MatVecsQ8
+	if shapes == nil {
+		shapes = defaultMatVecsQ8(sw.o.Quick)
 	}
-	return nil
+	shapes = withDefault(shapes, k.MatVecQ8)
+	var vs []matVariant
+	for _, sh := range shapes {
+		v := matVariant{name: sh.String(), ref: sh == k.MatVecQ8, def: sh == k.MatVecQ8,
+			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, qt quant.Type, n, rows, K int) error {
+				return k.MatVecQ8With(s, dst, w, xq, nil, qt, n, rows, K, k.SizeMatVecQ8(sh, rows, K))
+			}}
+		if sh.Lanes == 0 {
+			v.on = func(mat Matrix) string { return k.SizeMatVecQ8(sh, mat.Rows, mat.K).String() }
+		}
+		vs = append(vs, v)
+	}
+	i, err := sw.sweepMatrices(k, m, r, KernelMatVecQ8, 1, vs)
+	if i >= 0 {
+		s := shapes[i]
+		p.MatVecQ8 = &MatVec{Lanes: s.Lanes, Rows: s.Rows, Unroll: s.Unroll, Wave: s.Wave}
+	}
+	return err
+}
+
+// sweepMatrices runs the variants vs of kernel, and the ones tests plant
+// for it, on the matrices of m with n activation columns, adds the tables
+// to r and returns the index in vs of the variant with the least weighted
+// time among those that passed on every matrix. It returns -1 when none
+// did, listing the kernel in r.Unchosen, and when the kernel took none of
+// m's matrices (the notes say why).
+func (sw *sweeper) sweepMatrices(k *kernels.Kernels, m Model, r *Report, kernel string, n int, vs []matVariant) (int, error) {
+	tables, err := sw.matrices(k, m, kernel, n, slices.Concat(vs, sw.o.extra[kernel]))
+	if err != nil {
+		return -1, err
+	}
+	r.Tables = append(r.Tables, tables...)
+	if len(tables) == 0 {
+		return -1, nil
+	}
+	if i := choose(tables); i >= 0 && i < len(vs) {
+		return i, nil
+	}
+	r.Unchosen = append(r.Unchosen, kernel)
+	return -1, nil
 }
 
 // seedRows is how many distinct random rows a test matrix repeats: the
@@ -182,7 +308,7 @@ const seedRows = 67
 type matrixCase struct {
 	mat     Matrix
 	n       int
-	x, dst  *vk.Buffer
+	x, dst  *vk.Buffer   // x in the layout the kernels read: f32 or q8
 	copies  []*vk.Buffer // more copies of w, read in turn (decode: defeats the cache)
 	cols    []int        // the activation columns parity checks
 	want    [][]float64  // [len(cols)][seedRows]
@@ -199,10 +325,11 @@ func (c *matrixCase) free() {
 }
 
 // newMatrixCase uploads a rows x K matrix of seedRows repeated random rows
-// (quantized with quant.Quantize), n random activation columns, and copies
-// of the matrix filling minBytes; and computes the reference products of
-// the checked columns in float64 from the dequantized rows.
-func (sw *sweeper) newMatrixCase(mat Matrix, n int, minBytes int64) (c *matrixCase, err error) {
+// (quantized with quant.Quantize), n random activation columns (with q8,
+// rounded to the q8 layout on the device), and copies of the matrix
+// filling minBytes; and computes the reference products of the checked
+// columns in float64 from the dequantized rows.
+func (sw *sweeper) newMatrixCase(k *kernels.Kernels, mat Matrix, n int, minBytes int64, q8 bool) (c *matrixCase, err error) {
 	rng := rand.New(rand.NewPCG(uint64(mat.Rows), uint64(mat.K)))
 	rb, err := mat.Type.RowBytes(mat.K)
 	if err != nil {
@@ -217,11 +344,13 @@ func (sw *sweeper) newMatrixCase(mat Matrix, n int, minBytes int64) (c *matrixCa
 		return nil, err
 	}
 	c = &matrixCase{mat: mat, n: n, rowSize: rb}
-	defer func() {
+	// c as it is now: an error return sets the result c to nil before
+	// deferred calls run.
+	defer func(c *matrixCase) {
 		if err != nil {
 			c.free()
 		}
-	}()
+	}(c)
 	size := (int64(mat.Rows)*int64(rb) + 3) &^ 3
 	raw := make([]byte, size)
 	for off := 0; off < len(raw); off += len(seed) {
@@ -262,6 +391,11 @@ func (sw *sweeper) newMatrixCase(mat Matrix, n int, minBytes int64) (c *matrixCa
 	if err := c.x.WriteF32(0, x); err != nil {
 		return nil, err
 	}
+	if q8 {
+		if x, err = c.toQ8(sw.dev, k); err != nil {
+			return nil, err
+		}
+	}
 	if c.dst, err = sw.dev.NewBuffer(4*int64(n)*int64(mat.Rows), false); err != nil {
 		return nil, err
 	}
@@ -278,6 +412,40 @@ func (sw *sweeper) newMatrixCase(mat Matrix, n int, minBytes int64) (c *matrixCa
 		c.want, c.scale = append(c.want, want), append(c.scale, scale)
 	}
 	return c, nil
+}
+
+// toQ8 rounds the case's activations to the q8 layout on the device, as
+// the engine does before a q8 product (kernels.QuantizeQ8), makes that the
+// input the kernels read, and returns the rounded values q*d. The q8
+// kernels' reference is the exact product with those, so that their
+// parity bound stays the f32 rounding of a dot product (dotBound): the
+// rounding itself is kernels.TestQuantizeQ8's to check.
+func (c *matrixCase) toQ8(d *vk.Device, k *kernels.Kernels) ([]float32, error) {
+	n, K := c.n, c.mat.K
+	xq, err := d.NewBuffer(kernels.Q8Bytes(n, K), false)
+	if err != nil {
+		return nil, err
+	}
+	s := d.NewSequence()
+	defer s.Free()
+	raw := make([]byte, xq.Size())
+	err = k.QuantizeQ8(s, vk.Binding{Buf: xq}, vk.Binding{Buf: c.x}, n, K)
+	if err == nil {
+		err = s.End()
+	}
+	if err == nil {
+		err = s.Run()
+	}
+	if err == nil {
+		err = xq.Read(0, raw)
+	}
+	if err != nil {
+		xq.Free()
+		return nil, fmt.Errorf("quantizing the activations: %w", err)
+	}
+	c.x.Free()
+	c.x = xq
+	return kernels.DecodeQ8(raw, n, K)
 }
 
 // checkedColumns are the activation columns parity reads: all of a small
@@ -352,28 +520,37 @@ func dotBound(K int, f16, x16 bool) float64 {
 // columns and returns one table per matrix.
 func (sw *sweeper) matrices(k *kernels.Kernels, m Model, kernel string, n int, vs []matVariant) ([]Table, error) {
 	var tables []Table
+	q8 := takesQ8(kernel)
 	for _, mat := range m.Matrices {
+		if q8 && !kernels.HasQ8(mat.Type) {
+			// The engine multiplies these with f32 activations anyway.
+			sw.note("%s: %v %v left out: the kernel takes no %s weights", kernel, mat, mat.Names, mat.Type)
+			continue
+		}
 		// Decode reads each weight once per token: to measure memory and
 		// not a cache, a run reads copies of the matrix totalling 256 MiB
 		// or more (an H100's L2 is 50 MiB). Prefill is compute bound. A
 		// CPU driver (lavapipe) is measured as is: the copies would only
 		// multiply its run time.
 		var minBytes int64
-		if kernel == KernelMatVec && !sw.o.Quick && sw.dev.Info().Type != "cpu" {
+		if decodes(kernel) && !sw.o.Quick && sw.dev.Info().Type != "cpu" {
 			minBytes = 256 << 20
 		}
-		c, err := sw.newMatrixCase(mat, n, minBytes)
+		c, err := sw.newMatrixCase(k, mat, n, minBytes, q8)
 		if err != nil {
 			return nil, fmt.Errorf("tune: %s %v: %w", kernel, mat, err)
 		}
 		t := Table{Kernel: kernel, Shape: fmt.Sprintf("%v %v, %d column(s)", mat, mat.Names, n), Unit: "GFLOPS", Weight: mat.Count}
 		work := 2 * float64(n) * float64(mat.Rows) * float64(mat.K)
-		if kernel == KernelMatVec {
+		if decodes(kernel) {
 			t.Unit, work = "GB/s", float64(mat.Rows)*float64(c.rowSize)
 		}
 		for _, v := range vs {
 			cell := Cell{Variant: v.name, Ref: v.ref, Default: v.def,
 				Bound: dotBound(mat.K, v.f16 && mat.Type.BlockSize() > 1, v.x16)}
+			if v.on != nil {
+				cell.Variant += " (" + v.on(mat) + ")"
+			}
 			err := sw.run(&cell, len(c.copies), c.poison, func(s *vk.Sequence) error {
 				for _, w := range c.copies {
 					if err := v.rec(k, s, vk.Binding{Buf: c.dst}, vk.Binding{Buf: w}, vk.Binding{Buf: c.x}, mat.Type, n, mat.Rows, mat.K); err != nil {

@@ -1,7 +1,8 @@
 // Package tune measures kernel geometry on one device (the prefill matmul's
-// tile, the decode matrix-vector's shape, flash attention's Br, Bc, wave and
-// split-k), checks every measured variant against a CPU reference, and keeps
-// the winners as a profile that the Vulkan engine applies at start-up.
+// tile and the decode matrix-vector's shape, with f32 and with 8-bit
+// activations; flash attention's Br, Bc, wave and split-k), checks every
+// measured variant against a CPU reference, and keeps the winners as a
+// profile that the Vulkan engine applies at start-up.
 //
 // A profile is only ever applied to the device, driver and kernels it was
 // measured on: its Key is checked against the running device, and anything
@@ -40,7 +41,10 @@ const Format = 1
 
 // tunedShaders are the kernels whose geometry a profile holds; their SPIR-V
 // is part of the key, so rebuilt shaders make old measurements stale.
-var tunedShaders = []string{"matmul", "matvec", "flash_attn", "flash_attn_reduce"}
+// quantize_q8 is among them because the 8-bit kernels' parity and speed
+// depend on the layout it writes.
+var tunedShaders = []string{"matmul", "matvec", "matmul_q8", "matvec_q8", "quantize_q8",
+	"flash_attn", "flash_attn_decode", "flash_attn_reduce"}
 
 // Build is the vkinfer build a profile belongs to: Version and a hash of
 // the tuned kernels' SPIR-V.
@@ -96,7 +100,40 @@ func (m MatMul) Tile() kernels.Tile {
 	return kernels.Tile{BM: m.BM, BN: m.BN, TM: m.TM, TN: m.TN, F16: m.F16, X16: m.X16, KB: m.KB}
 }
 
-// MatVec is the decode matrix-vector shape (kernels.MatVecShape).
+// MatMulQ8 is the prefill tile of the 8-bit-activation kernel (matmul_q8):
+// a kernels.Tile without F16 and X16, which that kernel does not have. KB
+// is its activation chunk, 32 or 64, 0 meaning 64.
+type MatMulQ8 struct {
+	BM int `json:"bm"`
+	BN int `json:"bn"`
+	TM int `json:"tm"`
+	TN int `json:"tn"`
+	KB int `json:"kb,omitempty"`
+}
+
+// matMulQ8Of is the matmul_q8 section of a tile.
+func matMulQ8Of(t kernels.Tile) MatMulQ8 {
+	return MatMulQ8{BM: t.BM, BN: t.BN, TM: t.TM, TN: t.TN, KB: t.KB}
+}
+
+// Tile converts m to the kernels' type.
+func (m MatMulQ8) Tile() kernels.Tile {
+	return kernels.Tile{BM: m.BM, BN: m.BN, TM: m.TM, TN: m.TN, KB: m.KB}
+}
+
+// String is BMxBN/TMxTN, with /kKB for a chunk other than 64: Tile.String
+// would add an f32 that means nothing here and hide KB 32, its default.
+func (m MatMulQ8) String() string {
+	s := fmt.Sprintf("%dx%d/%dx%d", m.BM, m.BN, m.TM, m.TN)
+	if m.KB != 0 && m.KB != 64 {
+		s += fmt.Sprintf("/k%d", m.KB)
+	}
+	return s
+}
+
+// MatVec is the decode matrix-vector shape (kernels.MatVecShape), of the
+// f32 kernel or, in a profile's matvec_q8 section, of the 8-bit one, where
+// Lanes 0 leaves the lanes to kernels.SizeMatVecQ8.
 type MatVec struct {
 	Lanes  int `json:"lanes"`
 	Rows   int `json:"rows"`
@@ -136,6 +173,11 @@ type Profile struct {
 	Model   string    `json:"model"` // the shapes the sweep measured
 	MatMul  *MatMul   `json:"matmul,omitempty"`
 	MatVec  *MatVec   `json:"matvec,omitempty"`
+	// The 8-bit-activation kernels, which the engine uses instead of the
+	// f32 ones for quantized weights where kernels.DefaultQ8 holds (or
+	// with --int-dot on).
+	MatMulQ8 *MatMulQ8 `json:"matmul_q8,omitempty"`
+	MatVecQ8 *MatVec   `json:"matvec_q8,omitempty"`
 	// Decode (one query) and prefill attention are tuned apart: decode is
 	// bound by splitting the KV range, prefill by rows per workgroup.
 	Decode  *Attention `json:"decode_attention,omitempty"`
@@ -145,8 +187,8 @@ type Profile struct {
 	Path string `json:"-"`
 }
 
-// ApplyKernels sets the shapes k.MatMul uses; a nil profile changes
-// nothing.
+// ApplyKernels sets the shapes of k's matrix products (f32 and 8-bit
+// activations) that the profile holds; a nil profile changes nothing.
 func (p *Profile) ApplyKernels(k *kernels.Kernels) {
 	if p == nil {
 		return
@@ -156,6 +198,12 @@ func (p *Profile) ApplyKernels(k *kernels.Kernels) {
 	}
 	if p.MatVec != nil {
 		k.MatVec = p.MatVec.Shape()
+	}
+	if p.MatMulQ8 != nil {
+		k.TileQ8 = p.MatMulQ8.Tile()
+	}
+	if p.MatVecQ8 != nil {
+		k.MatVecQ8 = p.MatVecQ8.Shape()
 	}
 }
 
@@ -187,6 +235,12 @@ func (p *Profile) String() string {
 	}
 	if p.MatVec != nil {
 		parts = append(parts, "matvec "+p.MatVec.Shape().String())
+	}
+	if p.MatMulQ8 != nil {
+		parts = append(parts, "matmul_q8 "+p.MatMulQ8.String())
+	}
+	if p.MatVecQ8 != nil {
+		parts = append(parts, "matvec_q8 "+p.MatVecQ8.Shape().String())
 	}
 	for _, a := range []struct {
 		name string
@@ -265,12 +319,19 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 			}
 		}
 	}
-	if m := p.MatVec; m != nil {
-		if m.Lanes < 1 || m.Rows < 1 || m.Unroll < 1 || m.Lanes > info.MaxWorkgroupInvocations || m.Wave < 0 {
-			return fmt.Errorf("matvec shape %+v is out of range", *m)
+	if m := p.MatMulQ8; m != nil {
+		if err := checkQ8Tile(m.Tile(), info); err != nil {
+			return err
 		}
-		if m.Wave != 0 && (!info.SizeControl || m.Wave < info.MinSubgroupSize || m.Wave > info.MaxSubgroupSize) {
-			return fmt.Errorf("matvec wave %d: the device cannot require it", m.Wave)
+	}
+	if m := p.MatVec; m != nil {
+		if err := m.check("matvec", 1, info); err != nil {
+			return err
+		}
+	}
+	if m := p.MatVecQ8; m != nil {
+		if err := m.check("matvec_q8", 0, info); err != nil { // lanes 0: sized by the matrix
+			return err
 		}
 	}
 	dev := flashattn.Device(info)
@@ -284,6 +345,42 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 		if a.Br < 0 || a.Bc < 0 || a.Splits < 0 || a.Splits > attention.MaxSplits {
 			return fmt.Errorf("attention %+v is out of range", *a)
 		}
+	}
+	return nil
+}
+
+// checkQ8Tile reports whether matmul_q8 can run t on the device for every
+// weight type it takes (K-quants need the most shared memory).
+func checkQ8Tile(t kernels.Tile, info vk.DeviceInfo) error {
+	name := matMulQ8Of(t).String()
+	if t.BM < 1 || t.BN < 1 || t.TM < 1 || t.TN < 1 || t.BM%t.TM != 0 || t.BN%t.TN != 0 {
+		return fmt.Errorf("matmul_q8 tile %s: micro-tiles must divide the tile", name)
+	}
+	if t.KB != 0 && t.KB != 32 && t.KB != 64 {
+		return fmt.Errorf("matmul_q8 tile %s: activation chunk %d, want 32 or 64", name, t.KB)
+	}
+	if t.Invocations() > info.MaxWorkgroupInvocations {
+		return fmt.Errorf("matmul_q8 tile %s: %d invocations, device allows %d", name, t.Invocations(), info.MaxWorkgroupInvocations)
+	}
+	for _, qt := range kernels.WeightTypes {
+		if !kernels.HasQ8(qt) {
+			continue
+		}
+		if b := t.Q8SharedBytes(qt); b > info.SharedMemory {
+			return fmt.Errorf("matmul_q8 tile %s: %d bytes of shared memory for %s, device has %d", name, b, qt, info.SharedMemory)
+		}
+	}
+	return nil
+}
+
+// check reports whether the device can run m as kernel's shape, with at
+// least minLanes lanes.
+func (m MatVec) check(kernel string, minLanes int, info vk.DeviceInfo) error {
+	if m.Lanes < minLanes || m.Rows < 1 || m.Unroll < 1 || m.Lanes > info.MaxWorkgroupInvocations || m.Wave < 0 {
+		return fmt.Errorf("%s shape %+v is out of range", kernel, m)
+	}
+	if m.Wave != 0 && (!info.SizeControl || m.Wave < info.MinSubgroupSize || m.Wave > info.MaxSubgroupSize) {
+		return fmt.Errorf("%s wave %d: the device cannot require it", kernel, m.Wave)
 	}
 	return nil
 }

@@ -6,21 +6,34 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
-// Kernel names, as --kernels takes them.
+// Kernel names, as --kernels takes them. The _q8 ones are the products on
+// 8-bit activations (integer dot products), which the engine runs instead
+// of the f32 ones for quantized weights on most GPUs (kernels.DefaultQ8).
 const (
 	KernelMatMul    = "matmul"
 	KernelMatVec    = "matvec"
+	KernelMatMulQ8  = "matmul_q8"
+	KernelMatVecQ8  = "matvec_q8"
 	KernelAttention = "attention"
 )
 
 // Kernels lists the kernels a sweep can measure.
-var Kernels = []string{KernelMatMul, KernelMatVec, KernelAttention}
+var Kernels = []string{KernelMatMul, KernelMatVec, KernelMatMulQ8, KernelMatVecQ8, KernelAttention}
+
+// takesQ8 reports whether kernel reads its activations in the q8 layout
+// (kernels.QuantizeQ8); only devices with integer dot products run it.
+func takesQ8(kernel string) bool { return kernel == KernelMatMulQ8 || kernel == KernelMatVecQ8 }
+
+// decodes reports whether kernel is a matrix-vector product: one column,
+// bound by reading the weights.
+func decodes(kernel string) bool { return kernel == KernelMatVec || kernel == KernelMatVecQ8 }
 
 // Options configure a sweep.
 type Options struct {
@@ -34,18 +47,22 @@ type Options struct {
 
 	// The variant lists; nil takes the defaults (smaller with Quick). The
 	// built-in default of each kernel is always added.
-	Tiles   []kernels.Tile
-	MatVecs []kernels.MatVecShape
-	Decode  []Attention
-	Prefill []Attention
+	Tiles     []kernels.Tile
+	MatVecs   []kernels.MatVecShape
+	TilesQ8   []kernels.Tile        // of matmul_q8: BM, BN, TM, TN and KB count
+	MatVecsQ8 []kernels.MatVecShape // of matvec_q8: Lanes 0 is sized per matrix
+	Decode    []Attention
+	Prefill   []Attention
 	// Problem sizes; zero takes the defaults.
 	KVLens  []int // attention KV lengths (default 4096 and 16384)
 	Columns int   // prefill matmul activation columns (default 512)
 	Queries int   // prefill attention queries (default 512)
 
-	// Tests plant deliberately wrong kernels here to show that parity
-	// rejects them.
-	extraMatMul, extraMatVec []matVariant
+	// Tests plant deliberately wrong kernels here, by kernel name, to show
+	// that parity rejects them; and pretend that the device lacks integer
+	// dot products.
+	extra        map[string][]matVariant
+	noIntegerDot bool
 }
 
 // Cell is one measured variant of one kernel on one shape.
@@ -92,14 +109,28 @@ type Report struct {
 	// Unchosen names the kernels for which no variant passed everywhere;
 	// they keep the built-in defaults.
 	Unchosen []string `json:"unchosen,omitempty"`
+	// Notes say what the sweep left out and why (kernels the device cannot
+	// run, matrices a kernel does not take).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // sweeper holds what every cell needs.
 type sweeper struct {
 	dev   *vk.Device
 	o     Options
-	timed bool // the device writes timestamps
+	timed bool     // the device writes timestamps
+	notes []string // for Report.Notes
 }
+
+// note records a line for the report's notes and logs it.
+func (sw *sweeper) note(format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	sw.notes = append(sw.notes, n)
+	fmt.Fprintf(sw.o.Log, "tune: %s\n", n)
+}
+
+// integerDot reports whether the device runs the _q8 kernels at all.
+func (sw *sweeper) integerDot() bool { return sw.dev.Info().IntegerDot && !sw.o.noIntegerDot }
 
 // Sweep measures the kernels of o on dev for the shapes of m and returns
 // the tables and a profile of the winners (keyed for dev). dev should be
@@ -113,7 +144,7 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 	}
 	for _, k := range o.Kernels {
 		if !slices.Contains(Kernels, k) {
-			return nil, fmt.Errorf("tune: unknown kernel %q (valid: matmul, matvec, attention)", k)
+			return nil, fmt.Errorf("tune: unknown kernel %q (valid: %s)", k, strings.Join(Kernels, ", "))
 		}
 	}
 	if o.Log == nil {
@@ -131,13 +162,27 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 		r.Timer = "wall clock (the device writes no timestamps)"
 	}
 	p := &Profile{Format: Format, Key: KeyOf(info), Created: time.Now().UTC(), Model: m.Name}
+	if slices.ContainsFunc(o.Kernels, takesQ8) && sw.integerDot() && !kernels.DefaultQ8(info.IntegerDot, info.DotAccelerated) {
+		sw.note("%s does not accelerate packed integer dot products: the engine keeps f32 activations there unless run with --int-dot on, "+
+			"so the profile's matmul_q8 and matvec_q8 sections apply only then", info.Name)
+	}
 	for _, k := range o.Kernels {
+		if takesQ8(k) && !sw.integerDot() {
+			// Not an error: the default sweep lists every kernel, and the
+			// engine never runs this one on such a device.
+			sw.note("%s not run: %s lacks integer dot products (shaderIntegerDotProduct)", k, info.Name)
+			continue
+		}
 		var err error
 		switch k {
 		case KernelMatMul:
 			err = sw.matmul(m, r, p)
 		case KernelMatVec:
 			err = sw.matvec(m, r, p)
+		case KernelMatMulQ8:
+			err = sw.matmulQ8(m, r, p)
+		case KernelMatVecQ8:
+			err = sw.matvecQ8(m, r, p)
 		case KernelAttention:
 			err = sw.attention(m, r, p)
 		}
@@ -145,7 +190,7 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	r.Profile = p
+	r.Profile, r.Notes = p, sw.notes
 	return r, nil
 }
 

@@ -3,6 +3,8 @@ package tune
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -24,37 +26,68 @@ var tiny = Model{Name: "tiny", Heads: 4, KVHeads: 2, HeadDim: 32,
 	Matrices: []Matrix{{Rows: 37, K: 512, Type: quant.Q4_K, Count: 1, Names: []string{"w"}}}}
 
 // wrong records a kernel that computes something else: it reads the
-// matrix as if rows had one superblock fewer, so every output is a
-// different dot product; silent records nothing at all, so the output
-// keeps whatever the buffer held.
+// matrix as if rows were shorter (shortK), so every output is a different
+// dot product; silent records nothing at all, so the output keeps
+// whatever the buffer held.
 var (
 	wrong = matVariant{name: "wrong K", rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error {
-		return k.MatMulTiled(s, dst, w, x, t, n, rows, K-t.BlockSize(), kernels.Tile{BM: 16, BN: 16, TM: 1, TN: 1})
+		return k.MatMulTiled(s, dst, w, x, t, n, rows, shortK(t, K), kernels.Tile{BM: 16, BN: 16, TM: 1, TN: 1})
 	}}
 	silent = matVariant{name: "silent", rec: func(*kernels.Kernels, *vk.Sequence, vk.Binding, vk.Binding, vk.Binding, quant.Type, int, int, int) error {
 		return nil
 	}}
 	wrongVec = matVariant{name: "wrong K", rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error {
-		return k.MatVecWith(s, dst, w, x, t, n, rows, K-t.BlockSize(), kernels.MatVecShape{Lanes: 32, Rows: 1, Unroll: 1})
+		return k.MatVecWith(s, dst, w, x, t, n, rows, shortK(t, K), kernels.MatVecShape{Lanes: 32, Rows: 1, Unroll: 1})
+	}}
+	wrongQ8 = matVariant{name: "wrong K", rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, n, rows, K int) error {
+		return k.MatMulQ8(s, dst, w, xq, t, n, rows, shortK(t, K), kernels.Tile{BM: 32, BN: 32, TM: 4, TN: 4})
+	}}
+	wrongVecQ8 = matVariant{name: "wrong K", rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, n, rows, K int) error {
+		return k.MatVecQ8With(s, dst, w, xq, nil, t, n, rows, shortK(t, K), kernels.MatVecShape{Lanes: 32, Rows: 1, Unroll: 1})
 	}}
 )
 
+// shortK is a wrong row length for weights of type t: one block fewer, or
+// 32 values fewer for float weights, a length every kernel accepts.
+func shortK(t quant.Type, K int) int { return K - max(t.BlockSize(), 32) }
+
+// mixed is tiny with an F16 matrix too, which the f32 kernels take and
+// the q8 ones leave out.
+var mixed = Model{Name: "mixed", Heads: tiny.Heads, KVHeads: tiny.KVHeads, HeadDim: tiny.HeadDim,
+	Matrices: append(slices.Clone(tiny.Matrices), Matrix{Rows: 19, K: 64, Type: quant.F16, Count: 2, Names: []string{"f"}})}
+
 // TestSweep runs a tiny sweep of every kernel end to end: every honest
 // variant passes parity, the planted wrong ones are measured, rejected and
-// never chosen, and the profile holds winners that were measured.
+// never chosen, a decode Bc the plan rejects is reported as not run, and
+// the profile holds winners that were measured. lavapipe exposes integer
+// dot products (emulated), so the q8 kernels run here too: their parity
+// holds to f32 rounding only against the activations as the device rounded
+// them, which shows the reference uses those.
 func TestSweep(t *testing.T) {
 	d := open(t)
+	if !d.Info().IntegerDot {
+		t.Fatal("the test device lacks integer dot products: the q8 sweeps would not run")
+	}
 	tiles := []kernels.Tile{{BM: 16, BN: 16, TM: 1, TN: 1}, {BM: 8, BN: 32, TM: 1, TN: 1}}
+	tilesQ8 := []kernels.Tile{{BM: 32, BN: 32, TM: 4, TN: 4}, {BM: 16, BN: 64, TM: 2, TN: 8, KB: 32}}
+	rejected := Attention{Bc: 12} // no wave's key slots times a power of two
 	o := Options{Reps: 2, Tiles: tiles, MatVecs: []kernels.MatVecShape{{Lanes: 32, Rows: 3, Unroll: 1}},
-		Decode: []Attention{{Bc: 16, Splits: 1}}, Prefill: []Attention{{Br: 8, Bc: 16}},
+		TilesQ8: tilesQ8, MatVecsQ8: []kernels.MatVecShape{{Lanes: 32, Rows: 3, Unroll: 2}},
+		Decode: []Attention{{Bc: 16, Splits: 1}, rejected}, Prefill: []Attention{{Br: 8, Bc: 16}},
 		KVLens: []int{40}, Columns: 9, Queries: 9,
-		extraMatMul: []matVariant{wrong, silent}, extraMatVec: []matVariant{wrongVec}}
+		extra: map[string][]matVariant{KernelMatMul: {wrong, silent}, KernelMatVec: {wrongVec},
+			KernelMatMulQ8: {wrongQ8, silent}, KernelMatVecQ8: {wrongVecQ8}}}
 	var log bytes.Buffer
 	o.Log = &log
-	r, err := Sweep(d, tiny, o)
+	r, err := Sweep(d, mixed, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	k, err := kernels.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
 	kinds := map[string]int{}
 	for _, tb := range r.Tables {
 		kinds[tb.Kernel]++
@@ -62,6 +95,11 @@ func TestSweep(t *testing.T) {
 		for _, c := range tb.Cells {
 			planted := c.Variant == wrong.name || c.Variant == silent.name
 			switch {
+			case c.Variant == rejected.String():
+				if c.OK() || c.Status == StatusParity || c.Winner {
+					t.Errorf("%s %s: a Bc the plan rejects ran: %+v", tb.Kernel, c.Variant, c)
+				}
+				continue
 			case planted && c.Status != StatusParity:
 				t.Errorf("%s %s: planted wrong variant has status %q (error %g, bound %g)", tb.Kernel, c.Variant, c.Status, c.MaxErr, c.Bound)
 			case planted && !(c.MaxErr > 10*c.Bound):
@@ -77,28 +115,42 @@ func TestSweep(t *testing.T) {
 					t.Errorf("%s: the wrong variant %s won", tb.Kernel, c.Variant)
 				}
 			}
+			// The default matvec_q8 shape leaves its lanes to the
+			// matrix, and its cells say what it took.
+			if tb.Kernel == KernelMatVecQ8 && c.Default {
+				m := tiny.Matrices[0]
+				if want := fmt.Sprintf("%v (%v)", k.MatVecQ8, k.MatVecQ8For(m.Rows, m.K)); c.Variant != want {
+					t.Errorf("matvec_q8 default cell %q, want %q", c.Variant, want)
+				}
+			}
 		}
 		if winners != 1 {
 			t.Errorf("%s %s: %d winners", tb.Kernel, tb.Shape, winners)
 		}
 	}
-	want := map[string]int{KernelMatMul: 1, KernelMatVec: 1, "decode attention": 1, "prefill attention": 1}
+	want := map[string]int{KernelMatMul: 2, KernelMatVec: 2, KernelMatMulQ8: 1, KernelMatVecQ8: 1, "decode attention": 1, "prefill attention": 1}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("%d %s tables, want %d (all: %v)", kinds[k], k, n, kinds)
 		}
 	}
+	for _, kernel := range []string{KernelMatMulQ8, KernelMatVecQ8} {
+		if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, kernel+": 19x64 F16") }) {
+			t.Errorf("no note that %s left the F16 matrix out: %q", kernel, r.Notes)
+		}
+	}
 	p := r.Profile
-	if p.MatMul == nil || p.MatVec == nil || p.Decode == nil || p.Prefill == nil || len(r.Unchosen) > 0 {
+	if p.MatMul == nil || p.MatVec == nil || p.MatMulQ8 == nil || p.MatVecQ8 == nil || p.Decode == nil || p.Prefill == nil || len(r.Unchosen) > 0 {
 		t.Fatalf("profile %s, unchosen %v", p, r.Unchosen)
 	}
-	k, err := kernels.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
 	if tile := p.MatMul.Tile(); tile != tiles[0] && tile != tiles[1] && tile != k.Tile {
 		t.Errorf("chosen tile %v was not swept", tile)
+	}
+	if tile := p.MatMulQ8.Tile(); !slices.Contains(append(tilesQ8, k.TileQ8), tile) {
+		t.Errorf("chosen matmul_q8 tile %v was not swept", tile)
+	}
+	if sh := p.MatVecQ8.Shape(); sh != k.MatVecQ8 && sh != o.MatVecsQ8[0] {
+		t.Errorf("chosen matvec_q8 shape %v was not swept", sh)
 	}
 	if p.Key != KeyOf(d.Info()) {
 		t.Errorf("key %+v, want %+v", p.Key, KeyOf(d.Info()))
@@ -108,18 +160,145 @@ func TestSweep(t *testing.T) {
 		if err := r.Write(&b, f); err != nil {
 			t.Fatal(err)
 		}
-		if f == "md" && (!strings.Contains(b.String(), "FAILED parity") || !strings.Contains(b.String(), "**winner**")) {
-			t.Errorf("markdown lacks the failed or winning cells:\n%s", b.String())
+		if f == "md" && (!strings.Contains(b.String(), "FAILED parity") || !strings.Contains(b.String(), "**winner**") ||
+			!strings.Contains(b.String(), "not run: ") || !strings.Contains(b.String(), "Note: matmul_q8: 19x64 F16")) {
+			t.Errorf("markdown lacks the failed, winning or not-run cells or the notes:\n%s", b.String())
 		}
 		if f == "json" {
 			var back Report
-			if err := json.Unmarshal(b.Bytes(), &back); err != nil || len(back.Tables) != len(r.Tables) {
-				t.Errorf("json: %v, %d tables", err, len(back.Tables))
+			if err := json.Unmarshal(b.Bytes(), &back); err != nil || len(back.Tables) != len(r.Tables) || len(back.Notes) != len(r.Notes) {
+				t.Errorf("json: %v, %d tables, %d notes", err, len(back.Tables), len(back.Notes))
 			}
 		}
 	}
 	if err := r.Write(&bytes.Buffer{}, "xml"); err == nil {
 		t.Error("format xml accepted")
+	}
+}
+
+// TestSweepWithoutIntegerDot checks that a device without integer dot
+// products skips the q8 kernels with a note each, neither failing nor
+// writing their profile sections, while the other kernels still run.
+func TestSweepWithoutIntegerDot(t *testing.T) {
+	d := open(t)
+	o := Options{Reps: 1, Quick: true, Kernels: []string{KernelMatVecQ8, KernelMatVec, KernelMatMulQ8},
+		MatVecs: []kernels.MatVecShape{{Lanes: 32, Rows: 2, Unroll: 1}}, noIntegerDot: true}
+	r, err := Sweep(d, tiny, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range r.Tables {
+		if tb.Kernel != KernelMatVec {
+			t.Errorf("a %s table", tb.Kernel)
+		}
+	}
+	if p := r.Profile; p.MatVec == nil || p.MatVecQ8 != nil || p.MatMulQ8 != nil || len(r.Unchosen) > 0 {
+		t.Errorf("profile %s, unchosen %v", p, r.Unchosen)
+	}
+	if len(r.Notes) != 2 || !strings.HasPrefix(r.Notes[0], "matvec_q8 not run") || !strings.HasPrefix(r.Notes[1], "matmul_q8 not run") ||
+		!strings.Contains(r.Notes[0], "integer dot products") {
+		t.Errorf("notes %q", r.Notes)
+	}
+	var b bytes.Buffer
+	if err := r.Write(&b, "md"); err != nil || !strings.Contains(b.String(), "Note: matvec_q8 not run") {
+		t.Errorf("markdown (%v) lacks the note:\n%s", err, b.String())
+	}
+}
+
+// TestDefaultQ8Variants checks the q8 sweeps' lists: the built-in default
+// of each is among them (so it is measured once, as the reference), names
+// are distinct, and the matmul_q8 tiles are those that fit the device.
+func TestDefaultQ8Variants(t *testing.T) {
+	d := open(t)
+	k, err := kernels.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	for _, quick := range []bool{false, true} {
+		shapes := defaultMatVecsQ8(quick)
+		if !slices.Contains(shapes, k.MatVecQ8) {
+			t.Errorf("quick %v: matvec_q8 default %v not among %v", quick, k.MatVecQ8, shapes)
+		}
+		distinct(t, shapes, kernels.MatVecShape.String)
+		tiles := defaultQ8Tiles(d.Info(), quick)
+		if len(tiles) < 2 {
+			t.Errorf("quick %v: matmul_q8 tiles %v", quick, tiles)
+		}
+		distinct(t, tiles, func(t kernels.Tile) string { return matMulQ8Of(t).String() })
+		for _, tile := range tiles {
+			if err := checkQ8Tile(tile, d.Info()); err != nil {
+				t.Error(err)
+			}
+		}
+		if !quick && !slices.Contains(tiles, k.TileQ8) {
+			t.Errorf("matmul_q8 default %v not among %v", k.TileQ8, tiles)
+		}
+	}
+	if n := len(defaultMatVecsQ8(false)); n != 4*4*2 {
+		t.Errorf("%d matvec_q8 shapes, want lanes auto/32/64/128 x rows 1/2/4/8 x unroll 1/2", n)
+	}
+	// 48 KiB (NVIDIA, Intel) takes every tile; lavapipe's 32 KiB the two
+	// that need at most that with K-quants.
+	big := vk.DeviceInfo{SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024}
+	if got := defaultQ8Tiles(big, false); !slices.Equal(got, q8Tiles) {
+		t.Errorf("48 KiB: %v", got)
+	}
+	small := vk.DeviceInfo{SharedMemory: 32 << 10, MaxWorkgroupInvocations: 1024}
+	if got, want := defaultQ8Tiles(small, false), []kernels.Tile{{BM: 32, BN: 128, TM: 4, TN: 8}, {BM: 64, BN: 64, TM: 4, TN: 4}}; !slices.Equal(got, want) {
+		t.Errorf("32 KiB: %v, want %v", got, want)
+	}
+}
+
+// distinct fails t if two of vs have the same name.
+func distinct[T any](t *testing.T, vs []T, name func(T) string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, v := range vs {
+		if n := name(v); seen[n] {
+			t.Errorf("%s listed twice", n)
+		} else {
+			seen[n] = true
+		}
+	}
+}
+
+// TestDefaultAttention checks the attention sweep's lists: decode tries
+// the policy's Bc and 8, 16, 32 keys per step at every wave, prefill 16,
+// 32 and 64 keys per tile.
+func TestDefaultAttention(t *testing.T) {
+	d := open(t)
+	for _, c := range []struct {
+		quick           bool
+		decode, prefill []int
+	}{{false, []int{0, 8, 16, 32}, []int{16, 32, 64}}, {true, []int{0, 16}, []int{16, 32}}} {
+		decode, prefill := defaultAttention(d.Info(), c.quick)
+		if decode[0] != (Attention{}) || prefill[0] != (Attention{}) {
+			t.Errorf("quick %v: the policy is not first", c.quick)
+		}
+		for _, l := range []struct {
+			name string
+			vs   []Attention
+			want []int
+		}{{"decode", decode[1:], c.decode}, {"prefill", prefill[1:], c.prefill}} {
+			bcs := map[int]map[int]bool{} // by wave
+			for _, v := range l.vs {
+				if bcs[v.Wave] == nil {
+					bcs[v.Wave] = map[int]bool{}
+				}
+				bcs[v.Wave][v.Bc] = true
+			}
+			for w, got := range bcs {
+				if len(got) != len(l.want) {
+					t.Errorf("quick %v: %s wave %d: Bc %v, want %v", c.quick, l.name, w, got, l.want)
+				}
+				for _, bc := range l.want {
+					if !got[bc] {
+						t.Errorf("quick %v: %s wave %d: Bc %v, want %v", c.quick, l.name, w, got, l.want)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -134,10 +313,12 @@ func TestProfileLookup(t *testing.T) {
 		t.Fatalf("empty cache: %v, %q", p, warn)
 	}
 	good := Profile{Format: Format, Key: KeyOf(info), Model: "test",
-		MatMul:  &MatMul{BM: 8, BN: 32, TM: 1, TN: 2, X16: true, KB: 16},
-		MatVec:  &MatVec{Lanes: 32, Rows: 3, Unroll: 1},
-		Decode:  &Attention{Bc: 16, Splits: 2},
-		Prefill: &Attention{Br: 8}}
+		MatMul:   &MatMul{BM: 8, BN: 32, TM: 1, TN: 2, X16: true, KB: 16},
+		MatVec:   &MatVec{Lanes: 32, Rows: 3, Unroll: 1},
+		MatMulQ8: &MatMulQ8{BM: 16, BN: 64, TM: 2, TN: 8, KB: 32},
+		MatVecQ8: &MatVec{Rows: 2, Unroll: 2}, // lanes sized per matrix
+		Decode:   &Attention{Bc: 16, Splits: 2},
+		Prefill:  &Attention{Br: 8}}
 	path, err := DefaultPath(info)
 	if err != nil {
 		t.Fatal(err)
@@ -159,8 +340,12 @@ func TestProfileLookup(t *testing.T) {
 	}
 	defer k.Close()
 	p.ApplyKernels(k)
-	if k.Tile != good.MatMul.Tile() || k.MatVec != good.MatVec.Shape() {
-		t.Errorf("applied: tile %v matvec %v", k.Tile, k.MatVec)
+	if k.Tile != good.MatMul.Tile() || k.MatVec != good.MatVec.Shape() ||
+		k.TileQ8 != good.MatMulQ8.Tile() || k.MatVecQ8 != good.MatVecQ8.Shape() {
+		t.Errorf("applied: tile %v matvec %v matmul_q8 %v matvec_q8 %v", k.Tile, k.MatVec, k.TileQ8, k.MatVecQ8)
+	}
+	if s := p.String(); !strings.Contains(s, "matmul_q8 16x64/2x8/k32") || !strings.Contains(s, "matvec_q8 autol2r2u") {
+		t.Errorf("profile described as %q", s)
 	}
 	dec, pre := p.FlashAttn(0)
 	if dec.Prefs.Splits != 2 || dec.Prefs.Bc != 16 || pre.Prefs.Br != 8 {
@@ -191,6 +376,14 @@ func TestProfileLookup(t *testing.T) {
 	bad("invocations", "invocations", func(p *Profile) {
 		*p.MatMul = MatMul{BM: 64, BN: 64, TM: 1, TN: 1}
 	})
+	// The q8 sections are replaced whole: good's must stay as they are.
+	bad("q8 shared memory", "bytes of shared memory", func(p *Profile) { // 256 KiB: more than any device has
+		p.MatMulQ8 = &MatMulQ8{BM: 512, BN: 512, TM: 32, TN: 32}
+	})
+	bad("q8 chunk", "activation chunk", func(p *Profile) { p.MatMulQ8 = &MatMulQ8{BM: 32, BN: 32, TM: 4, TN: 4, KB: 16} })
+	bad("matvec lanes", "matvec shape", func(p *Profile) { p.MatVec = &MatVec{Rows: 1, Unroll: 1} }) // only matvec_q8 sizes by the matrix
+	bad("q8 lanes", "matvec_q8 shape", func(p *Profile) { p.MatVecQ8 = &MatVec{Lanes: -32, Rows: 1, Unroll: 1} })
+	bad("q8 rows", "matvec_q8 shape", func(p *Profile) { p.MatVecQ8 = &MatVec{Rows: 0, Unroll: 1} })
 
 	for name, data := range map[string]string{"truncated": `{"format": 1, "key": {`, "garbage": "\x00\x01",
 		"unknown field": `{"format": 1, "tiles": []}`, "two objects": `{"format": 1} {}`} {
@@ -250,5 +443,24 @@ func TestDefaultTiles(t *testing.T) {
 	}
 	if !seen[refTile.String()] {
 		t.Errorf("reference %v not swept", refTile)
+	}
+}
+
+// TestCaseErrors checks that a problem the sweep cannot build is an error,
+// with what it had allocated freed, not a panic: activations the q8 layout
+// cannot take (K not a multiple of 32) and more queries than keys.
+func TestCaseErrors(t *testing.T) {
+	d := open(t)
+	sw := &sweeper{dev: d, o: Options{Reps: 1, Log: io.Discard}}
+	k, err := kernels.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if c, err := sw.newMatrixCase(k, Matrix{Rows: 3, K: 48, Type: quant.F32}, 2, 0, true); err == nil || !strings.Contains(err.Error(), "quantizing") {
+		t.Errorf("q8 activations of K 48: %v, %v", c, err)
+	}
+	if c, err := sw.newAttnCase(tiny, 9, 5); err == nil {
+		t.Errorf("9 queries at KV 5: %v, %v", c, err)
 	}
 }

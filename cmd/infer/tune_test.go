@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/vkinfer/vkinfer/internal/fixtures"
+	"github.com/vkinfer/vkinfer/tune"
+	"github.com/vkinfer/vkinfer/vk"
 )
 
 // TestTuneProfile runs a quick sweep into an empty cache, then checks that
@@ -85,5 +87,34 @@ func TestTuneProfile(t *testing.T) {
 	r = infer(t, "bench", "--backend", "vulkan", "-m", story, "--tune-profile", path+".missing")
 	if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "--tune-profile") {
 		t.Errorf("missing --tune-profile file: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestSaveMerged checks that a sweep of some kernels keeps the sections of
+// the saved profile that it did not measure, the 8-bit kernels' included,
+// and replaces those it did.
+func TestSaveMerged(t *testing.T) {
+	info := vk.DeviceInfo{Name: "test", Driver: "test", SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024}
+	path := filepath.Join(t.TempDir(), "profile.json")
+	old := tune.Profile{Format: tune.Format, Key: tune.KeyOf(info), Model: "old",
+		MatMul:   &tune.MatMul{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
+		MatVec:   &tune.MatVec{Lanes: 64, Rows: 2, Unroll: 1},
+		MatMulQ8: &tune.MatMulQ8{BM: 32, BN: 128, TM: 4, TN: 8},
+		MatVecQ8: &tune.MatVec{Rows: 4, Unroll: 1}}
+	if err := old.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	swept := tune.Profile{Format: tune.Format, Key: tune.KeyOf(info), Model: "new",
+		MatVec:   &tune.MatVec{Lanes: 32, Rows: 1, Unroll: 2},
+		MatVecQ8: &tune.MatVec{Lanes: 32, Rows: 2, Unroll: 2}}
+	if err := saveMerged(&swept, path, info); err != nil {
+		t.Fatal(err)
+	}
+	got, warn, err := tune.Load(path, info)
+	if err != nil || warn != "" {
+		t.Fatalf("reading the merged profile: %v %s", err, warn)
+	}
+	if *got.MatMul != *old.MatMul || *got.MatMulQ8 != *old.MatMulQ8 || *got.MatVec != *swept.MatVec || *got.MatVecQ8 != *swept.MatVecQ8 {
+		t.Errorf("merged %s; want the old matmul and matmul_q8, the new matvec and matvec_q8", got)
 	}
 }

@@ -29,7 +29,7 @@ import (
 var (
 	benchSplits = flag.Int("splits", 0, "BenchmarkLlama3: force the split-k count of decode (0: the policy's)")
 	benchPSplit = flag.Int("prefill-splits", 0, "BenchmarkLlama3: force the split-k count of prefill (0: the policy's)")
-	benchBc     = flag.Int("bc", 0, "BenchmarkLlama3: force the keys per tile (0: the policy's)")
+	benchBc     = flag.Int("bc", 0, "BenchmarkLlama3: force the keys per tile, per step of the workgroup in decode (0: the policy's)")
 	benchStage  = flag.Int("stage", 0, "BenchmarkLlama3: staging of K and V in shared memory in prefill: 0 the policy's, 1 off, 2 on")
 	benchPerWG  = flag.Int("heads", 0, "BenchmarkLlama3: force the q-heads per workgroup (0: the policy's)")
 )

@@ -44,12 +44,19 @@ type MatVecShape struct {
 	Wave int
 }
 
+// String is the shape as LlRrUu (lanes, rows, unroll), with wW for a
+// required wave; Lanes 0 (matvec_q8's lanes sized by the matrix,
+// SizeMatVecQ8) prints as "auto", not as a zero-lane workgroup.
 func (s MatVecShape) String() string {
 	w := ""
 	if s.Wave != 0 {
 		w = fmt.Sprintf("w%d", s.Wave)
 	}
-	return fmt.Sprintf("%dl%dr%du%s", s.Lanes, s.Rows, s.Unroll, w)
+	lanes := "auto"
+	if s.Lanes != 0 {
+		lanes = fmt.Sprint(s.Lanes)
+	}
+	return fmt.Sprintf("%sl%dr%du%s", lanes, s.Rows, s.Unroll, w)
 }
 
 // Tile is the geometry of the prefill matrix-matrix kernel: a workgroup
@@ -179,11 +186,14 @@ func New(d *vk.Device) (*Kernels, error) {
 }
 
 // MatVecQ8For is the shape of the 8-bit matrix-vector product of a rows x K
-// matrix: k.MatVecQ8, where Lanes 0 means the fewest of 32, 64 or 128 lanes
-// that leave each lane at most five 32-value slices of a row and give the
-// whole dispatch at least 256 lanes per compute unit.
-func (k *Kernels) MatVecQ8For(rows, K int) MatVecShape {
-	sh := k.MatVecQ8
+// matrix: k.MatVecQ8 as SizeMatVecQ8 sizes it.
+func (k *Kernels) MatVecQ8For(rows, K int) MatVecShape { return k.SizeMatVecQ8(k.MatVecQ8, rows, K) }
+
+// SizeMatVecQ8 is sh for a rows x K matrix, where Lanes 0 means the fewest
+// of 32, 64 or 128 lanes that leave each lane at most five 32-value slices
+// of a row and give the whole dispatch at least 256 lanes per compute unit.
+// A tuning sweep measures shapes other than k.MatVecQ8 with it.
+func (k *Kernels) SizeMatVecQ8(sh MatVecShape, rows, K int) MatVecShape {
 	if sh.Lanes == 0 {
 		sh.Lanes = matVecLanes(rows, K, max(sh.Rows, 1), k.info.ComputeUnits, k.info.MaxWorkgroupInvocations)
 	}
