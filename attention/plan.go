@@ -170,11 +170,12 @@ func (s Shape) Check() error {
 //     or the tile is staged in shared memory (prefill, see Stage), 8 when
 //     both, smaller while the shared memory would not fit.
 //   - Splits: only when the query blocks × KV-head groups cannot fill the
-//     device: in decode 16 workgroups per compute unit (32 units assumed
-//     when unknown), because decode is latency bound and each workgroup is
-//     one lane group (on an H100, Llama-3-8B decode at 16k took 252 µs with
-//     32 splits, 73 with 128 and 46 with 256); in prefill 4 per compute
-//     unit; never below 2 tiles of keys per split at KVLen.
+//     device: in decode 512 lanes per compute unit (16 workgroups at wave
+//     32; 32 units assumed when unknown), because decode is latency bound
+//     and each workgroup is one lane group (on an H100, Llama-3-8B decode at
+//     16k took 252 µs with 32 splits, 73 with 128 and 46 with 256); in
+//     prefill 4 workgroups per compute unit; never below 2 tiles of keys per
+//     split at KVLen.
 func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if err := s.Check(); err != nil {
 		return Plan{}, err
@@ -345,7 +346,10 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	}
 	x, y, _ := p.Workgroups(s)
 	base := x * y
-	target := 16 * cus
+	// Decode: 512 lanes per compute unit, 16 workgroups of wave 32 or 8 of
+	// wave 64 (on the H200 wave 64 took 37.4 µs per layer at KV 16384 with
+	// 132 splits, 41.8 with 256, 45.8 with 192, 39.5 with 96).
+	target := 16 * cus * 32 / max(p.Wave.W, 32)
 	if !p.Decode() {
 		// A prefill workgroup is 8 or 16 rows over the whole KV range: on
 		// the H200 a 512-query layer (1024 workgroups, 7.8 per SM) took
