@@ -241,7 +241,7 @@ func (p *program) productQ8(d, m, a, r *tensor) {
 	}
 	p.op(reads, bindings(d.b), func() error {
 		if a.rows > kernels.MaxMatVecCols { // never with a residual: MatMulAdd adds it apart
-			return p.e.k.MatMulQ8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.TileQ8)
+			return p.e.k.MatMulQ8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.TileQ8For(a.rows))
 		}
 		return p.e.k.MatVecQ8With(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVecQ8For(m.rows, m.cols))
 	})

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +16,10 @@ import (
 	"github.com/vkinfer/vkinfer/vk"
 )
 
-var sweep = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
+var (
+	sweep = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
+	cols  = flag.String("cols", "512", "BenchmarkMatMulQ4K: activation columns, a comma list")
+)
 
 // The benchmarks use their own device without the validation layer, with
 // timestamps on so that GB/s is GPU time, not submission overhead.
@@ -234,7 +240,14 @@ func benchMatrices(b *testing.B, qt quant.Type, rows, K int, minBytes int64) []*
 // 8-bit ones (q8, matmul_q8). With -sweep it tries several tile shapes.
 func BenchmarkMatMulQ4K(b *testing.B) {
 	k := benchSetup(b)
-	const n = 512
+	var ns []int
+	for _, c := range strings.Split(*cols, ",") {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
+		}
+		ns = append(ns, n)
+	}
 	tiles := []Tile{k.Tile}
 	if *sweep {
 		tiles = append(tiles,
@@ -245,12 +258,15 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 	}
 	q8Tiles := []Tile{k.TileQ8}
 	if *sweep {
-		q8Tiles = append(q8Tiles, Q8Tiles...)
+		// Narrow tiles for short batches too.
+		q8Tiles = append(append(q8Tiles, Q8Tiles...),
+			Tile{BM: 32, BN: 32, TM: 4, TN: 4}, Tile{BM: 64, BN: 32, TM: 8, TN: 4}, Tile{BM: 128, BN: 32, TM: 8, TN: 4})
 	}
 	for _, dims := range benchShapes {
 		rows, K := dims[0], dims[1]
 		// Compute-bound: one matrix, which L2 may as well serve.
 		mats := benchMatrices(b, quant.Q4_K, rows, K, 0)
+		n := slices.Max(ns)
 		x, err := benchDev.NewBuffer(max(f32(n*K), Q8Bytes(n, K)), false)
 		if err != nil {
 			b.Fatal(err)
@@ -259,48 +275,47 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		type variant struct {
-			tile Tile
-			q8   bool
-		}
-		var variants []variant
+		var variants []tileVariant
 		for _, tile := range tiles {
 			if k.checkTile(tile, quant.Q4_K, tile.SharedBytes(quant.Q4_K)) == nil { // fits this device
-				variants = append(variants, variant{tile, false})
+				variants = append(variants, tileVariant{tile, false})
 			}
 		}
 		for _, tile := range q8Tiles {
 			if k.info.IntegerDot && k.checkTile(tile, quant.Q4_K, tile.Q8SharedBytes(quant.Q4_K)) == nil {
-				variants = append(variants, variant{tile, true})
+				variants = append(variants, tileVariant{tile, true})
 			}
 		}
-		for _, v := range variants {
-			name := fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, v.tile)
-			if v.q8 {
-				name = fmt.Sprintf("%dx%d/n%d/q8/%dx%d/%dx%d/k%d", rows, K, n, v.tile.BM, v.tile.BN, v.tile.TM, v.tile.TN, v.tile.q8Chunk(quant.Q4_K))
-			}
-			b.Run(name, func(b *testing.B) {
-				s := benchDev.NewSequence()
-				defer s.Free()
-				for i := range mats {
-					rec := k.MatMulTiled
-					if v.q8 {
-						rec = k.MatMulQ8
+		for _, n := range ns {
+			for _, v := range variants {
+				name := fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, v.tile)
+				if v.q8 {
+					name = fmt.Sprintf("%dx%d/n%d/q8/%dx%d/%dx%d/k%d", rows, K, n, v.tile.BM, v.tile.BN, v.tile.TM, v.tile.TN, v.tile.q8Chunk(quant.Q4_K))
+				}
+				b.Run(name, func(b *testing.B) {
+					s := benchDev.NewSequence()
+					defer s.Free()
+					for i := range mats {
+						rec := k.MatMulTiled
+						if v.q8 {
+							rec = k.MatMulQ8
+						}
+						if err := rec(s, whole(dst), whole(mats[i]), whole(x), quant.Q4_K, n, rows, K, v.tile); err != nil {
+							b.Fatal(err)
+						}
+						s.Barrier()
 					}
-					if err := rec(s, whole(dst), whole(mats[i]), whole(x), quant.Q4_K, n, rows, K, v.tile); err != nil {
+					if err := s.End(); err != nil {
 						b.Fatal(err)
 					}
-					s.Barrier()
-				}
-				if err := s.End(); err != nil {
-					b.Fatal(err)
-				}
-				gpu := runTimed(b, s)
-				if gpu > 0 {
-					flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
-					b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
-				}
-			})
+					gpu := runTimed(b, s)
+					if gpu > 0 {
+						flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
+						b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
+						b.ReportMetric(gpu/float64(len(mats)*b.N), "us/op")
+					}
+				})
+			}
 		}
 		for _, m := range mats {
 			m.Free()
@@ -308,6 +323,12 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 		x.Free()
 		dst.Free()
 	}
+}
+
+// tileVariant is a prefill tile with f32 or 8-bit activations.
+type tileVariant struct {
+	tile Tile
+	q8   bool
 }
 
 // runTimed runs s b.N times and returns the GPU microseconds its dispatches

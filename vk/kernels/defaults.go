@@ -59,6 +59,21 @@ var defaultQ8Tiles = []Tile{
 	{BM: 32, BN: 32, TM: 4, TN: 4},
 }
 
+// narrowQ8Tiles are matmul_q8's tiles for short batches (TileQ8For), each
+// for up to cols columns, narrowest first. On the H200 (the Llama-3-8B FFN
+// matrices, µs for the pair of products, BenchmarkMatMulQ4K -sweep -cols)
+// the 32×256 default took 1560 at 16 columns against 507 for 32×32, 1470 at
+// 64 against 664 for 16×64, and 1546 at 128 against 1171 for 32×64: pp16
+// to pp128 each cost what pp256 did.
+var narrowQ8Tiles = []struct {
+	cols int
+	tile Tile
+}{
+	{32, Tile{BM: 32, BN: 32, TM: 4, TN: 4}},
+	{64, Tile{BM: 16, BN: 64, TM: 2, TN: 8}},
+	{128, Tile{BM: 32, BN: 64, TM: 4, TN: 8}},
+}
+
 // Q8Tiles are the matmul_q8 tiles that BenchmarkMatMulQ4K -sweep tries and
 // TestMatMulQ8 checks beyond the defaults (infer tune sweeps a few of them,
 // tune's q8Tiles).

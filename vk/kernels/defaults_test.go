@@ -70,3 +70,25 @@ func TestMatVecLanes(t *testing.T) {
 		}
 	}
 }
+
+// TestTileQ8For gives short batches narrow tiles, and batches that fill
+// more than half of the wide tile's columns the wide tile itself; with a
+// narrower wide tile (a 32 KiB device) fewer batches count as short.
+func TestTileQ8For(t *testing.T) {
+	k := &Kernels{TileQ8: defaultQ8Tiles[0]} // 32×256
+	for _, c := range []struct {
+		n  int
+		bn int
+	}{{9, 32}, {32, 32}, {33, 64}, {64, 64}, {100, 64}, {128, 64}, {129, 256}, {512, 256}} {
+		if got := k.TileQ8For(c.n); got.BN != c.bn {
+			t.Errorf("%d columns: tile %v, want %d columns wide", c.n, got, c.bn)
+		}
+	}
+	if got := k.TileQ8For(128); got != (Tile{BM: 32, BN: 64, TM: 4, TN: 8}) {
+		t.Errorf("128 columns: tile %v, want 32x64/4x8", got)
+	}
+	k.TileQ8 = defaultQ8Tiles[1] // 32×128
+	if got := k.TileQ8For(100); got != k.TileQ8 {
+		t.Errorf("100 columns under a 128-wide tile: %v, want the tile itself", got)
+	}
+}

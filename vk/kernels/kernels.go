@@ -185,6 +185,19 @@ func New(d *vk.Device) (*Kernels, error) {
 		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}, nil
 }
 
+// TileQ8For is matmul_q8's tile for a batch of n activation columns:
+// k.TileQ8, except where the batch would fill at most half its columns: a
+// wide tile then computes mostly idle columns, and a narrower one
+// (narrowQ8Tiles) runs more workgroups over the rows instead.
+func (k *Kernels) TileQ8For(n int) Tile {
+	for _, t := range narrowQ8Tiles {
+		if n <= t.cols && 2*t.cols <= k.TileQ8.BN {
+			return t.tile
+		}
+	}
+	return k.TileQ8
+}
+
 // MatVecQ8For is the shape of the 8-bit matrix-vector product of a rows x K
 // matrix: k.MatVecQ8 as SizeMatVecQ8 sizes it.
 func (k *Kernels) MatVecQ8For(rows, K int) MatVecShape { return k.SizeMatVecQ8(k.MatVecQ8, rows, K) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/quant"
@@ -156,8 +157,8 @@ func TestMatVecQ8(t *testing.T) {
 
 // TestMatMulQ8 checks the tiled product on 8-bit activations for every
 // weight type it takes, awkward row and column counts and every tile
-// shape: the defaults, then each candidate of Q8Tiles that fits the
-// device, against the float64 product of the exact weights with the
+// shape: the defaults, then each candidate of Q8Tiles and the short
+// batches' tiles that fits the device, against the float64 product of the exact weights with the
 // activations as rounded on the GPU.
 func TestMatMulQ8(t *testing.T) {
 	k := setup(t)
@@ -166,6 +167,11 @@ func TestMatMulQ8(t *testing.T) {
 	}
 	tiles := append([]Tile{k.TileQ8, {BM: 16, BN: 16, TM: 2, TN: 2}, {BM: 13, BN: 13, TM: 1, TN: 1},
 		{BM: 8, BN: 32, TM: 1, TN: 4, KB: 32}}, Q8Tiles...)
+	for _, nt := range narrowQ8Tiles { // the short batches' tiles (TileQ8For)
+		if !slices.Contains(tiles, nt.tile) {
+			tiles = append(tiles, nt.tile)
+		}
+	}
 	i := 0
 	for _, qt := range WeightTypes {
 		if !HasQ8(qt) {
