@@ -372,9 +372,9 @@ func TestFlashAttnKVHeads(t *testing.T) {
 // does not reach: q-heads per workgroup that are not a power of two (7 and
 // 3 at head dim 64, where the whole group fits the register budget; the
 // kernel pads their scores to 8 and 4), and forced steps of 8 and 16 keys
-// per slot (Bc 32 and 64 over wave 32's 4 slots on lavapipe, 64 over wave
-// 64's 8; the policy takes 2 keys per slot there). 16 keys per slot at wave
-// 64 would take lavapipe's compiler 100 s.
+// per slot at wave 32 and 8 at wave 64 (the policy takes 2 on lavapipe, 4
+// on NVIDIA). 16 keys per slot at wave 64 would take lavapipe's compiler
+// 100 s.
 func TestFlashAttnDecodeShapes(t *testing.T) {
 	d := setup(t)
 	var cases []tc
@@ -395,8 +395,20 @@ func TestFlashAttnDecodeShapes(t *testing.T) {
 			}
 		}
 	}
+	// Bc is keys per step of the workgroup: the plan's slots × keys per slot.
 	in := inputs{dim: 128, gqa: 4, kvHeads: 1, kv: 1000, queries: 1, mask: true}
-	cases = append(cases, tc{in, variant{1, 32, 3, attention.StageAuto, 32}}, tc{in, variant{1, 32, 1, attention.StageAuto, 64}}, tc{in, variant{1, 64, 3, attention.StageAuto, 64}})
+	for _, f := range []struct{ wave, perSlot, splits int }{{32, 8, 3}, {32, 16, 1}, {64, 8, 3}} {
+		fa, err := New(d, Options{Wave: f.wave})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fa.Plan(Shape{Queries: 1, Heads: in.heads(), KVHeads: in.kvHeads, HeadDim: in.dim, Context: in.context(), Mask: true})
+		fa.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, tc{in, variant{1, f.wave, f.splits, attention.StageAuto, p.Slots * f.perSlot}})
+	}
 	expect(t, cases)
 }
 
