@@ -45,23 +45,29 @@ void main() {
     }
     uint base = row * pc.cols;
     if (Q8 && BLOCKS) {
+        // The workgroup is a whole number of subgroups (lavapipe's
+        // reductions lost a partial one); lanes past the row's blocks add 0.
         uint nb = pc.cols / 32u, b = gl_LocalInvocationID.x;
         uint i0 = base / 4u + 8u * b;
         vec4 v[8], wv[8];
         float bs = 0.0;
-        for (uint j = 0u; j < 8u; j++) {
-            v[j] = x4[i0 + j];
-            wv[j] = w4[8u * b + j];
-            bs += dot(v[j], v[j]);
+        if (b < nb) {
+            for (uint j = 0u; j < 8u; j++) {
+                v[j] = x4[i0 + j];
+                wv[j] = w4[8u * b + j];
+                bs += dot(v[j], v[j]);
+            }
         }
         red_v[0] = bs;
         wg_reduce(false);
         float bscale = inversesqrt(red_v[0] / float(pc.cols) + pc.eps);
-        for (uint j = 0u; j < 8u; j++) {
-            v[j] *= bscale * wv[j];
-            dst4[i0 + j] = v[j];
+        if (b < nb) {
+            for (uint j = 0u; j < 8u; j++) {
+                v[j] *= bscale * wv[j];
+                dst4[i0 + j] = v[j];
+            }
+            q8_store(row * nb + b, pc.rows * nb, v);
         }
-        q8_store(row * nb + b, pc.rows * nb, v);
         return;
     }
     float ss = 0.0;

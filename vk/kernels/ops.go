@@ -99,9 +99,11 @@ func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w v
 	q8b, withQ8, blocks := vk.Binding{Buf: k.dummy}, uint32(0), uint32(0)
 	if q8 != nil {
 		q8b, withQ8 = *q8, 1
-		// A lane per block of 32 where the row has few enough blocks.
-		if cols/32 <= min(k.info.MaxWorkgroupInvocations, normLanes) {
-			lanes, blocks = cols/32, 1
+		// A lane per block of 32 where the row has few enough blocks, in a
+		// whole number of 64-lane groups: a workgroup that ends in a
+		// partial subgroup lost that subgroup's sum on lavapipe.
+		if l := ceil(cols/32, Lanes) * Lanes; l <= min(k.info.MaxWorkgroupInvocations, normLanes) {
+			lanes, blocks = l, 1
 		}
 	}
 	p, err := k.pipeline("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8, blocks)

@@ -66,7 +66,7 @@ func TestRMSNorm(t *testing.T) {
 	cases := append([][2]int{}, rowsCols...)
 	q8From := len(cases)
 	// 1025 blocks of 32 take the general path (more blocks than lanes).
-	cases = append(cases, [2]int{1, 4096}, [2]int{3, 96}, [2]int{8, 32}, [2]int{2, 14336}, [2]int{1, 32800})
+	cases = append(cases, [2]int{1, 4096}, [2]int{3, 96}, [2]int{8, 32}, [2]int{2, 14336}, [2]int{1, 32800}, [2]int{16, 384}, [2]int{3, 384})
 	for i, rc := range cases {
 		rows, cols := rc[0], rc[1]
 		inPlace := i%2 == 1
