@@ -29,7 +29,16 @@ func (a Attention) String() string {
 		}
 		return fmt.Sprint(n)
 	}
-	return fmt.Sprintf("wave %s Br %s Bc %s splits %s", v(a.Wave), v(a.Br), v(a.Bc), v(a.Splits))
+	s := fmt.Sprintf("wave %s Br %s Bc %s splits %s", v(a.Wave), v(a.Br), v(a.Bc), v(a.Splits))
+	// Heads and staging are named only when set, so the variants that
+	// leave them to the policy keep the names earlier reports gave them.
+	if a.Heads != 0 {
+		s += fmt.Sprintf(" heads %d", a.Heads)
+	}
+	if a.Stage != "" {
+		s += " stage " + a.Stage
+	}
+	return s
 }
 
 // defaultAttention lists the decode and prefill variants: every wave the
@@ -44,6 +53,9 @@ func (a Attention) String() string {
 // (attention.PlanFor), so what a Bc means depends on the wave and head
 // dim. Bc 0 is the policy's for the wave; a Bc the plan rejects for a wave
 // is listed as not run, with the plan's reason.
+//
+// Q-heads per workgroup and staging are swept apart from that grid, at the
+// policy's other choices (attentionExtras), to keep the sweep short.
 func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attention) {
 	decodeBcs, splits := []int{0, 8, 16, 32}, []int{0, 1, 8, 32, 128, 256}
 	prefillBcs, brs, prefillSplits := []int{16, 32, 64}, []int{8, 16}, []int{0, 1}
@@ -52,7 +64,8 @@ func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attenti
 		prefillBcs, prefillSplits = []int{16, 32}, []int{0}
 	}
 	decode, prefill = []Attention{{}}, []Attention{{}}
-	for _, w := range attention.SupportedWaves(flashattn.Device(info)) {
+	waves := attention.SupportedWaves(flashattn.Device(info))
+	for _, w := range waves {
 		for _, bc := range decodeBcs {
 			for _, s := range splits {
 				decode = append(decode, Attention{Wave: w.W, Bc: bc, Splits: s})
@@ -65,6 +78,28 @@ func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attenti
 				}
 			}
 		}
+	}
+	d, p := attentionExtras(waves, quick)
+	return append(decode, d...), append(prefill, p...)
+}
+
+// attentionExtras lists the q-heads per workgroup and staging variants:
+// 1 and 2 heads (decode and prefill) and staging off (prefill) at every
+// wave, the policy choosing the rest. The policy takes the most heads
+// that fit and stages wherever it can; these show what fewer heads (more
+// workgroups) and unstaged tiles cost on the device. A heads count that
+// does not divide the model's GQA group is listed as not run. Quick mode
+// takes one of each kind at the policy's wave.
+func attentionExtras(waves []attention.WaveChoice, quick bool) (decode, prefill []Attention) {
+	if quick {
+		return []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}
+	}
+	for _, w := range waves {
+		for _, h := range []int{1, 2} {
+			decode = append(decode, Attention{Wave: w.W, Heads: h})
+			prefill = append(prefill, Attention{Wave: w.W, Heads: h})
+		}
+		prefill = append(prefill, Attention{Wave: w.W, Stage: StageOff})
 	}
 	return decode, prefill
 }
@@ -347,9 +382,18 @@ func (c *attnCase) record(s *vk.Sequence, fa *flashattn.FlashAttn, v Attention, 
 		return err
 	}
 	if v == (Attention{}) {
-		cell.Variant = fmt.Sprintf("policy (wave %d Br %d Bc %d splits %d)", plan.Wave.W, plan.Br, plan.Bc, plan.Splits)
+		cell.Variant = fmt.Sprintf("policy (wave %d Br %d Bc %d splits %d heads %d%s)",
+			plan.Wave.W, plan.Br, plan.Bc, plan.Splits, plan.Heads, staged(plan))
 	}
 	return fa.Record(s, c.io, c.sh)
+}
+
+// staged names a plan's staging for the policy's cell: " staged" or "".
+func staged(p attention.Plan) string {
+	if p.Stage {
+		return " staged"
+	}
+	return ""
 }
 
 func f32Bytes(v []float32) []byte {

@@ -1,8 +1,9 @@
 // Package tune measures kernel geometry on one device (the prefill matmul's
 // tile and the decode matrix-vector's shape, with f32 and with 8-bit
-// activations; flash attention's Br, Bc, wave and split-k), checks every
-// measured variant against a CPU reference, and keeps the winners as a
-// profile that the Vulkan engine applies at start-up.
+// activations; flash attention's Br, Bc, wave, split-k, q-heads per
+// workgroup and staging), checks every measured variant against a CPU
+// reference, and keeps the winners as a profile that the Vulkan engine
+// applies at start-up.
 //
 // A profile is only ever applied to the device, driver and kernels it was
 // measured on: its Key is checked against the running device, and anything
@@ -153,6 +154,33 @@ type Attention struct {
 	Br     int `json:"br"`
 	Bc     int `json:"bc"`
 	Splits int `json:"splits"`
+	// Heads is the q-heads per workgroup (attention.Prefs.Heads).
+	Heads int `json:"heads,omitempty"`
+	// Stage is prefill's staging of K and V in shared memory: "off" or
+	// "on" ("" is the policy's). A word, not attention.StagePref's number,
+	// so that a profile reads clearly and an edit cannot shift its meaning.
+	Stage string `json:"stage,omitempty"`
+}
+
+// Staging choices of Attention.Stage.
+const (
+	StageOff = "off"
+	StageOn  = "on"
+)
+
+// stagePref converts Attention.Stage to the policy's type. A word it does
+// not know becomes a choice attention.PlanFor rejects, so a variant that
+// bypassed validate is reported as not run rather than run as the policy.
+func stagePref(s string) attention.StagePref {
+	switch s {
+	case "":
+		return attention.StageAuto
+	case StageOff:
+		return attention.StageOff
+	case StageOn:
+		return attention.StageOn
+	}
+	return -1
 }
 
 // Options converts a to flashattn's options; wave, when not 0 (the user's
@@ -161,7 +189,8 @@ func (a Attention) Options(wave int) flashattn.Options {
 	if wave == 0 {
 		wave = a.Wave
 	}
-	return flashattn.Options{Wave: wave, Prefs: attention.Prefs{Br: a.Br, Bc: a.Bc, Splits: a.Splits}}
+	return flashattn.Options{Wave: wave, Prefs: attention.Prefs{Br: a.Br, Bc: a.Bc, Splits: a.Splits,
+		Heads: a.Heads, Stage: stagePref(a.Stage)}}
 }
 
 // Profile is the measured geometry for one device. Sections are nil where
@@ -335,16 +364,43 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 		}
 	}
 	dev := flashattn.Device(info)
-	for _, a := range []*Attention{p.Decode, p.Prefill} {
-		if a == nil {
+	for _, s := range []struct {
+		a      *Attention
+		decode bool
+	}{{p.Decode, true}, {p.Prefill, false}} {
+		if s.a == nil {
 			continue
 		}
-		if _, err := attention.ChooseWave(dev, a.Wave); err != nil {
+		if _, err := attention.ChooseWave(dev, s.a.Wave); err != nil {
 			return err
 		}
-		if a.Br < 0 || a.Bc < 0 || a.Splits < 0 || a.Splits > attention.MaxSplits {
-			return fmt.Errorf("attention %+v is out of range", *a)
+		if err := s.a.check(s.decode); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// maxHeads bounds Attention.Heads: a workgroup owns at most 32 rows
+// (prefill) and decode pads at most 16 heads. Whether Heads divides the
+// GQA group depends on the model, which the profile does not fix: the plan
+// checks that per dispatch.
+const maxHeads, maxDecodeHeads = 32, 16
+
+// check reports whether a is in range for decode or prefill attention.
+func (a Attention) check(decode bool) error {
+	heads, mode := maxHeads, "prefill"
+	if decode {
+		heads, mode = maxDecodeHeads, "decode"
+	}
+	if a.Br < 0 || a.Bc < 0 || a.Splits < 0 || a.Splits > attention.MaxSplits || a.Heads < 0 || a.Heads > heads {
+		return fmt.Errorf("%s attention %+v is out of range", mode, a)
+	}
+	if a.Stage != "" && a.Stage != StageOff && a.Stage != StageOn {
+		return fmt.Errorf("%s attention stage %q, want %q, %q or none", mode, a.Stage, StageOff, StageOn)
+	}
+	if decode && a.Stage == StageOn {
+		return fmt.Errorf("decode attention stage %q: decode never stages K and V", a.Stage)
 	}
 	return nil
 }

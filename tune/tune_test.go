@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/flashattn"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
@@ -70,10 +72,11 @@ func TestSweep(t *testing.T) {
 	}
 	tiles := []kernels.Tile{{BM: 16, BN: 16, TM: 1, TN: 1}, {BM: 8, BN: 32, TM: 1, TN: 1}}
 	tilesQ8 := []kernels.Tile{{BM: 32, BN: 32, TM: 4, TN: 4}, {BM: 16, BN: 64, TM: 2, TN: 8, KB: 32}}
-	rejected := Attention{Bc: 12} // no wave's key slots times a power of two
+	rejected := Attention{Bc: 12}       // no wave's key slots times a power of two
+	staged := Attention{Stage: StageOn} // decode never stages
 	o := Options{Reps: 2, Tiles: tiles, MatVecs: []kernels.MatVecShape{{Lanes: 32, Rows: 3, Unroll: 1}},
 		TilesQ8: tilesQ8, MatVecsQ8: []kernels.MatVecShape{{Lanes: 32, Rows: 3, Unroll: 2}},
-		Decode: []Attention{{Bc: 16, Splits: 1}, rejected}, Prefill: []Attention{{Br: 8, Bc: 16}},
+		Decode: []Attention{{Bc: 16, Splits: 1}, rejected, staged}, Prefill: []Attention{{Br: 8, Bc: 16}},
 		KVLens: []int{40}, Columns: 9, Queries: 9,
 		extra: map[string][]matVariant{KernelMatMul: {wrong, silent}, KernelMatVec: {wrongVec},
 			KernelMatMulQ8: {wrongQ8, silent}, KernelMatVecQ8: {wrongVecQ8}}}
@@ -95,9 +98,9 @@ func TestSweep(t *testing.T) {
 		for _, c := range tb.Cells {
 			planted := c.Variant == wrong.name || c.Variant == silent.name
 			switch {
-			case c.Variant == rejected.String():
+			case c.Variant == rejected.String() || c.Variant == staged.String():
 				if c.OK() || c.Status == StatusParity || c.Winner {
-					t.Errorf("%s %s: a Bc the plan rejects ran: %+v", tb.Kernel, c.Variant, c)
+					t.Errorf("%s %s: a geometry the plan rejects ran: %+v", tb.Kernel, c.Variant, c)
 				}
 				continue
 			case planted && c.Status != StatusParity:
@@ -265,24 +268,40 @@ func distinct[T any](t *testing.T, vs []T, name func(T) string) {
 
 // TestDefaultAttention checks the attention sweep's lists: decode tries
 // the policy's Bc and 8, 16, 32 keys per step at every wave, prefill 16,
-// 32 and 64 keys per tile.
+// 32 and 64 keys per tile; apart from that grid, 1 and 2 q-heads per
+// workgroup (both) and unstaged tiles (prefill) at every wave, or one of
+// each kind in quick mode.
 func TestDefaultAttention(t *testing.T) {
 	d := open(t)
+	waves := attention.SupportedWaves(flashattn.Device(d.Info()))
+	var full, fullPrefill []Attention
+	for _, w := range waves {
+		full = append(full, Attention{Wave: w.W, Heads: 1}, Attention{Wave: w.W, Heads: 2})
+		fullPrefill = append(fullPrefill, Attention{Wave: w.W, Heads: 1}, Attention{Wave: w.W, Heads: 2}, Attention{Wave: w.W, Stage: StageOff})
+	}
 	for _, c := range []struct {
-		quick           bool
-		decode, prefill []int
-	}{{false, []int{0, 8, 16, 32}, []int{16, 32, 64}}, {true, []int{0, 16}, []int{16, 32}}} {
+		quick                     bool
+		decode, prefill           []int
+		decodeExtra, prefillExtra []Attention
+	}{{false, []int{0, 8, 16, 32}, []int{16, 32, 64}, full, fullPrefill},
+		{true, []int{0, 16}, []int{16, 32}, []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}}} {
 		decode, prefill := defaultAttention(d.Info(), c.quick)
 		if decode[0] != (Attention{}) || prefill[0] != (Attention{}) {
 			t.Errorf("quick %v: the policy is not first", c.quick)
 		}
 		for _, l := range []struct {
-			name string
-			vs   []Attention
-			want []int
-		}{{"decode", decode[1:], c.decode}, {"prefill", prefill[1:], c.prefill}} {
+			name  string
+			vs    []Attention
+			want  []int
+			extra []Attention
+		}{{"decode", decode[1:], c.decode, c.decodeExtra}, {"prefill", prefill[1:], c.prefill, c.prefillExtra}} {
+			distinct(t, l.vs, Attention.String)
+			grid, extra := splitExtras(l.vs)
+			if !slices.Equal(extra, l.extra) {
+				t.Errorf("quick %v: %s heads and staging variants %v, want %v", c.quick, l.name, extra, l.extra)
+			}
 			bcs := map[int]map[int]bool{} // by wave
-			for _, v := range l.vs {
+			for _, v := range grid {
 				if bcs[v.Wave] == nil {
 					bcs[v.Wave] = map[int]bool{}
 				}
@@ -302,6 +321,84 @@ func TestDefaultAttention(t *testing.T) {
 	}
 }
 
+// splitExtras separates the variants that set q-heads per workgroup or
+// staging from the Br, Bc and split-k grid.
+func splitExtras(vs []Attention) (grid, extra []Attention) {
+	for _, v := range vs {
+		if v.Heads != 0 || v.Stage != "" {
+			extra = append(extra, v)
+		} else {
+			grid = append(grid, v)
+		}
+	}
+	return grid, extra
+}
+
+// TestAttentionJSON checks that heads and staging round-trip through a
+// profile's JSON, are left out when the policy chooses, and reach
+// attention.Prefs; an unknown staging word becomes a choice the plan
+// rejects, not the policy's.
+func TestAttentionJSON(t *testing.T) {
+	for _, c := range []struct {
+		a    Attention
+		json string
+		pref attention.Prefs
+	}{
+		{Attention{}, `{"wave":0,"br":0,"bc":0,"splits":0}`, attention.Prefs{}},
+		{Attention{Wave: 32, Bc: 16, Heads: 2}, `{"wave":32,"br":0,"bc":16,"splits":0,"heads":2}`,
+			attention.Prefs{Bc: 16, Heads: 2}},
+		{Attention{Br: 16, Heads: 1, Stage: StageOff}, `{"wave":0,"br":16,"bc":0,"splits":0,"heads":1,"stage":"off"}`,
+			attention.Prefs{Br: 16, Heads: 1, Stage: attention.StageOff}},
+		{Attention{Stage: StageOn}, `{"wave":0,"br":0,"bc":0,"splits":0,"stage":"on"}`, attention.Prefs{Stage: attention.StageOn}},
+	} {
+		b, err := json.Marshal(c.a)
+		if err != nil || string(b) != c.json {
+			t.Errorf("%v: %s, %v; want %s", c.a, b, err, c.json)
+		}
+		var back Attention
+		if err := json.Unmarshal(b, &back); err != nil || back != c.a {
+			t.Errorf("%s: read back %+v, %v", b, back, err)
+		}
+		if o := c.a.Options(0); o.Prefs != c.pref || o.Wave != c.a.Wave {
+			t.Errorf("%v: options %+v, want prefs %+v", c.a, o, c.pref)
+		}
+	}
+	if s := (Attention{Wave: 64, Heads: 2, Stage: StageOff}).String(); s != "wave 64 Br auto Bc auto splits auto heads 2 stage off" {
+		t.Errorf("named %q", s)
+	}
+	if s := (Attention{Bc: 16}).String(); s != "wave auto Br auto Bc 16 splits auto" {
+		t.Errorf("named %q: a variant without heads or staging changed its name", s)
+	}
+	bad := Attention{Stage: "maybe"}.Options(0).Prefs
+	if _, err := attention.PlanFor(attention.Device{}, attention.WaveChoice{W: 32, Subgroup: 32},
+		attention.Shape{Queries: 16, Heads: 4, KVHeads: 2, HeadDim: 32, KVLen: 64}, bad); err == nil || !strings.Contains(err.Error(), "staging") {
+		t.Errorf("stage %q planned (prefs %+v): %v", "maybe", bad, err)
+	}
+}
+
+// TestSweepAttentionQuick runs the quick attention sweep with its default
+// lists: the heads and staging variants run and pass parity, and both
+// modes get a profile section.
+func TestSweepAttentionQuick(t *testing.T) {
+	d := open(t)
+	r, err := Sweep(d, tiny, Options{Reps: 1, Quick: true, Kernels: []string{KernelAttention}, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"decode attention": Attention{Heads: 1}.String(), "prefill attention": Attention{Stage: StageOff}.String()}
+	for _, tb := range r.Tables {
+		i := slices.IndexFunc(tb.Cells, func(c Cell) bool { return c.Variant == want[tb.Kernel] })
+		if i < 0 {
+			t.Errorf("%s %s: no %q cell", tb.Kernel, tb.Shape, want[tb.Kernel])
+		} else if c := tb.Cells[i]; !c.OK() || !(c.MaxErr <= c.Bound) {
+			t.Errorf("%s %s %s: %+v", tb.Kernel, tb.Shape, c.Variant, c)
+		}
+	}
+	if len(r.Tables) != 4 || r.Profile.Decode == nil || r.Profile.Prefill == nil || len(r.Unchosen) > 0 {
+		t.Errorf("%d tables, profile %s, unchosen %v", len(r.Tables), r.Profile, r.Unchosen)
+	}
+}
+
 // TestProfileLookup saves a profile where Find looks, applies it to the
 // kernels, and checks that corrupt, stale and impossible profiles are
 // ignored with a reason.
@@ -317,8 +414,8 @@ func TestProfileLookup(t *testing.T) {
 		MatVec:   &MatVec{Lanes: 32, Rows: 3, Unroll: 1},
 		MatMulQ8: &MatMulQ8{BM: 16, BN: 64, TM: 2, TN: 8, KB: 32},
 		MatVecQ8: &MatVec{Rows: 2, Unroll: 2}, // lanes sized per matrix
-		Decode:   &Attention{Bc: 16, Splits: 2},
-		Prefill:  &Attention{Br: 8}}
+		Decode:   &Attention{Bc: 16, Splits: 2, Heads: 1},
+		Prefill:  &Attention{Br: 8, Heads: 2, Stage: StageOff}}
 	path, err := DefaultPath(info)
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +445,11 @@ func TestProfileLookup(t *testing.T) {
 		t.Errorf("profile described as %q", s)
 	}
 	dec, pre := p.FlashAttn(0)
-	if dec.Prefs.Splits != 2 || dec.Prefs.Bc != 16 || pre.Prefs.Br != 8 {
+	if *p.Decode != *good.Decode || *p.Prefill != *good.Prefill {
+		t.Errorf("attention read back as %+v %+v", *p.Decode, *p.Prefill)
+	}
+	if dec.Prefs.Splits != 2 || dec.Prefs.Bc != 16 || dec.Prefs.Heads != 1 || pre.Prefs.Br != 8 ||
+		pre.Prefs.Heads != 2 || pre.Prefs.Stage != attention.StageOff {
 		t.Errorf("flash attention options %+v %+v", dec, pre)
 	}
 	if dec, _ := p.FlashAttn(64); dec.Wave != 64 {
@@ -384,6 +485,11 @@ func TestProfileLookup(t *testing.T) {
 	bad("matvec lanes", "matvec shape", func(p *Profile) { p.MatVec = &MatVec{Rows: 1, Unroll: 1} }) // only matvec_q8 sizes by the matrix
 	bad("q8 lanes", "matvec_q8 shape", func(p *Profile) { p.MatVecQ8 = &MatVec{Lanes: -32, Rows: 1, Unroll: 1} })
 	bad("q8 rows", "matvec_q8 shape", func(p *Profile) { p.MatVecQ8 = &MatVec{Rows: 0, Unroll: 1} })
+	// The attention sections too are replaced whole.
+	bad("stage word", `stage "maybe"`, func(p *Profile) { p.Prefill = &Attention{Stage: "maybe"} })
+	bad("decode stage", "never stages", func(p *Profile) { p.Decode = &Attention{Stage: StageOn} })
+	bad("decode heads", "decode attention", func(p *Profile) { p.Decode = &Attention{Heads: 17} })
+	bad("prefill heads", "prefill attention", func(p *Profile) { p.Prefill = &Attention{Heads: -1} })
 
 	for name, data := range map[string]string{"truncated": `{"format": 1, "key": {`, "garbage": "\x00\x01",
 		"unknown field": `{"format": 1, "tiles": []}`, "two objects": `{"format": 1} {}`} {
