@@ -114,7 +114,7 @@ func defaultMatVecs(info vk.DeviceInfo, quick bool) []kernels.MatVecShape {
 // driver's own wave only: the kernel reduces across subgroups of any size.
 func defaultMatVecsQ8(quick bool) []kernels.MatVecShape {
 	if quick {
-		return matVecGrid([]int{0, 32, 64}, []int{1, 4}, []int{1}, []int{0})
+		return matVecGrid([]int{0, 32, 64}, []int{1, 2}, []int{1}, []int{0})
 	}
 	return matVecGrid([]int{0, 32, 64, 128}, []int{1, 2, 4, 8}, []int{1, 2}, []int{0})
 }

@@ -18,8 +18,11 @@ var (
 	// lanes (one NVIDIA subgroup, so the reduction needs no shared-memory
 	// stage) than on 128, while 4096 rows of 14336 ran 14% slower on 32,
 	// and 1024 rows of 4096 Q6_K took 15.4 µs on 32 lanes against 9.0 on
-	// 128: too few lanes in all to keep the memory busy.
-	defaultMatVecQ8 = MatVecShape{Rows: 4, Unroll: 1}
+	// 128: too few lanes in all to keep the memory busy. Two rows per
+	// workgroup won `infer tune --kernels matvec_q8` there (18-32% faster
+	// than 4 on the q/o and k/v matrices), and tg128 went from 277 to 289
+	// tokens/s.
+	defaultMatVecQ8 = MatVecShape{Rows: 2, Unroll: 1}
 	// defaultTiles in order of preference.
 	defaultTiles = []Tile{
 		{BM: 64, BN: 64, TM: 4, TN: 4, F16: true},
