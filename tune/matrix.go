@@ -159,26 +159,15 @@ func (sw *sweeper) columns() int {
 
 // matmul sweeps the prefill tile of the f32 kernel over every matrix of m.
 func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
-	k, err := kernels.New(sw.dev)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	tiles := sw.o.Tiles
-	if tiles == nil {
-		tiles = defaultTiles(sw.o.Quick)
-	}
-	tiles = withDefault(tiles, k.Tile)
-	var vs []matVariant
-	for _, t := range tiles {
-		vs = append(vs, matVariant{name: t.String(), ref: t == refTile, def: t == k.Tile, f16: t.F16, x16: t.X16,
-			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, qt quant.Type, n, rows, K int) error {
-				return k.MatMulTiled(s, dst, w, x, qt, n, rows, K, t)
-			}})
-	}
-	i, err := sw.sweepMatrices(k, m, r, KernelMatMul, sw.columns(), vs)
-	if i >= 0 {
-		t := tiles[i]
+	t, ok, err := sweepGeometry(sw, m, r, KernelMatMul, sw.columns(), orDefault(sw.o.Tiles, defaultTiles(sw.o.Quick)),
+		func(k *kernels.Kernels) kernels.Tile { return k.Tile },
+		func(k *kernels.Kernels, t, def kernels.Tile) matVariant {
+			return matVariant{name: t.String(), ref: t == refTile, def: t == def, f16: t.F16, x16: t.X16,
+				rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, qt quant.Type, n, rows, K int) error {
+					return k.MatMulTiled(s, dst, w, x, qt, n, rows, K, t)
+				}}
+		})
+	if ok {
 		p.MatMul = &MatMul{BM: t.BM, BN: t.BN, TM: t.TM, TN: t.TN, F16: t.F16, X16: t.X16, KB: t.KB}
 	}
 	return err
@@ -188,57 +177,35 @@ func (sw *sweeper) matmul(m Model, r *Report, p *Profile) error {
 // matrices of m it takes. The built-in tile is the reference: the f32
 // kernel's 16x16 has no counterpart here.
 func (sw *sweeper) matmulQ8(m Model, r *Report, p *Profile) error {
-	k, err := kernels.New(sw.dev)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	tiles := sw.o.TilesQ8
-	if tiles == nil {
-		tiles = defaultQ8Tiles(sw.dev.Info(), sw.o.Quick)
-	}
-	tiles = withDefault(tiles, k.TileQ8)
-	var vs []matVariant
-	for _, t := range tiles {
-		vs = append(vs, matVariant{name: matMulQ8Of(t).String(), ref: t == k.TileQ8, def: t == k.TileQ8,
-			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, qt quant.Type, n, rows, K int) error {
-				return k.MatMulQ8(s, dst, w, xq, qt, n, rows, K, t)
-			}})
-	}
-	i, err := sw.sweepMatrices(k, m, r, KernelMatMulQ8, sw.columns(), vs)
-	if i >= 0 {
-		t := matMulQ8Of(tiles[i])
-		p.MatMulQ8 = &t
+	t, ok, err := sweepGeometry(sw, m, r, KernelMatMulQ8, sw.columns(), orDefault(sw.o.TilesQ8, defaultQ8Tiles(sw.dev.Info(), sw.o.Quick)),
+		func(k *kernels.Kernels) kernels.Tile { return k.TileQ8 },
+		func(k *kernels.Kernels, t, def kernels.Tile) matVariant {
+			return matVariant{name: matMulQ8Of(t).String(), ref: t == def, def: t == def,
+				rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, qt quant.Type, n, rows, K int) error {
+					return k.MatMulQ8(s, dst, w, xq, qt, n, rows, K, t)
+				}}
+		})
+	if ok {
+		q := matMulQ8Of(t)
+		p.MatMulQ8 = &q
 	}
 	return err
 }
 
 // matvec sweeps the decode matrix-vector shape of the f32 kernel over
-// every matrix of m.
+// every matrix of m. The decode kernel has no standard reference shape:
+// the built-in default is the one to beat.
 func (sw *sweeper) matvec(m Model, r *Report, p *Profile) error {
-	k, err := kernels.New(sw.dev)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	shapes := sw.o.MatVecs
-	if shapes == nil {
-		shapes = defaultMatVecs(sw.dev.Info(), sw.o.Quick)
-	}
-	shapes = withDefault(shapes, k.MatVec)
-	var vs []matVariant
-	for _, sh := range shapes {
-		// The decode kernel has no standard reference shape: the built-in
-		// default is the one to beat.
-		vs = append(vs, matVariant{name: sh.String(), ref: sh == k.MatVec, def: sh == k.MatVec,
-			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, qt quant.Type, n, rows, K int) error {
-				return k.MatVecWith(s, dst, w, x, qt, n, rows, K, sh)
-			}})
-	}
-	i, err := sw.sweepMatrices(k, m, r, KernelMatVec, 1, vs)
-	if i >= 0 {
-		s := shapes[i]
-		p.MatVec = &MatVec{Lanes: s.Lanes, Rows: s.Rows, Unroll: s.Unroll, Wave: s.Wave}
+	sh, ok, err := sweepGeometry(sw, m, r, KernelMatVec, 1, orDefault(sw.o.MatVecs, defaultMatVecs(sw.dev.Info(), sw.o.Quick)),
+		func(k *kernels.Kernels) kernels.MatVecShape { return k.MatVec },
+		func(k *kernels.Kernels, sh, def kernels.MatVecShape) matVariant {
+			return matVariant{name: sh.String(), ref: sh == def, def: sh == def,
+				rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, qt quant.Type, n, rows, K int) error {
+					return k.MatVecWith(s, dst, w, x, qt, n, rows, K, sh)
+				}}
+		})
+	if ok {
+		p.MatVec = &MatVec{Lanes: sh.Lanes, Rows: sh.Rows, Unroll: sh.Unroll, Wave: sh.Wave}
 	}
 	return err
 }
@@ -248,33 +215,55 @@ func (sw *sweeper) matvec(m Model, r *Report, p *Profile) error {
 // SizeMatVecQ8, so lanes 0 (the built-in default and the reference) takes
 // the lanes the engine would give each matrix; its cells name them.
 func (sw *sweeper) matvecQ8(m Model, r *Report, p *Profile) error {
-	k, err := kernels.New(sw.dev)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	shapes := sw.o.MatVecsQ8
-	if shapes == nil {
-		shapes = defaultMatVecsQ8(sw.o.Quick)
-	}
-	shapes = withDefault(shapes, k.MatVecQ8)
-	var vs []matVariant
-	for _, sh := range shapes {
-		v := matVariant{name: sh.String(), ref: sh == k.MatVecQ8, def: sh == k.MatVecQ8,
-			rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, qt quant.Type, n, rows, K int) error {
-				return k.MatVecQ8With(s, dst, w, xq, nil, qt, n, rows, K, k.SizeMatVecQ8(sh, rows, K))
-			}}
-		if sh.Lanes == 0 {
-			v.on = func(mat Matrix) string { return k.SizeMatVecQ8(sh, mat.Rows, mat.K).String() }
-		}
-		vs = append(vs, v)
-	}
-	i, err := sw.sweepMatrices(k, m, r, KernelMatVecQ8, 1, vs)
-	if i >= 0 {
-		s := shapes[i]
-		p.MatVecQ8 = &MatVec{Lanes: s.Lanes, Rows: s.Rows, Unroll: s.Unroll, Wave: s.Wave}
+	sh, ok, err := sweepGeometry(sw, m, r, KernelMatVecQ8, 1, orDefault(sw.o.MatVecsQ8, defaultMatVecsQ8(sw.o.Quick)),
+		func(k *kernels.Kernels) kernels.MatVecShape { return k.MatVecQ8 },
+		func(k *kernels.Kernels, sh, def kernels.MatVecShape) matVariant {
+			v := matVariant{name: sh.String(), ref: sh == def, def: sh == def,
+				rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xq vk.Binding, qt quant.Type, n, rows, K int) error {
+					return k.MatVecQ8With(s, dst, w, xq, nil, qt, n, rows, K, k.SizeMatVecQ8(sh, rows, K))
+				}}
+			if sh.Lanes == 0 {
+				v.on = func(mat Matrix) string { return k.SizeMatVecQ8(sh, mat.Rows, mat.K).String() }
+			}
+			return v
+		})
+	if ok {
+		p.MatVecQ8 = &MatVec{Lanes: sh.Lanes, Rows: sh.Rows, Unroll: sh.Unroll, Wave: sh.Wave}
 	}
 	return err
+}
+
+// orDefault is list, or def when the options gave none.
+func orDefault[T any](list, def []T) []T {
+	if list == nil {
+		return def
+	}
+	return list
+}
+
+// sweepGeometry runs one matrix kernel's geometries gs, plus the built-in
+// one (builtin) where gs lacks it, on the matrices of m with n activation
+// columns, and returns the winner; ok is false when none won (see
+// sweepMatrices). variant makes a geometry's table entry; def is the
+// built-in geometry.
+func sweepGeometry[G comparable](sw *sweeper, m Model, r *Report, kernel string, n int, gs []G,
+	builtin func(*kernels.Kernels) G, variant func(k *kernels.Kernels, g, def G) matVariant) (g G, ok bool, err error) {
+	k, err := kernels.New(sw.dev)
+	if err != nil {
+		return g, false, err
+	}
+	defer k.Close()
+	def := builtin(k)
+	gs = withDefault(gs, def)
+	vs := make([]matVariant, len(gs))
+	for i, g := range gs {
+		vs[i] = variant(k, g, def)
+	}
+	i, err := sw.sweepMatrices(k, m, r, kernel, n, vs)
+	if i < 0 {
+		return g, false, err
+	}
+	return gs[i], true, err
 }
 
 // sweepMatrices runs the variants vs of kernel, and the ones tests plant
