@@ -33,6 +33,9 @@ type Prefs struct {
 	// most 16 in decode (the kernel pads a step's scores to a power of two
 	// of heads, up to 16).
 	Heads int
+	// Groups is the lane groups per workgroup in decode (a power of two);
+	// prefill workgroups are always one.
+	Groups int
 	// Stage overrides the policy's choice of staging K and V in shared
 	// memory (Plan.Stage) in prefill, where staging still needs the tile to
 	// fit and 4 or more values per load; decode never stages, and asking it
@@ -49,14 +52,15 @@ const (
 	StageOn
 )
 
-// MaxSplits bounds the split-k count: the reduce pass reads every split's
-// partial output, so more splits than this cost more than they hide.
+// MaxSplits bounds the split-k count: the merge reads every split's partial
+// output, so more splits than this cost more than they hide.
 const MaxSplits = 256
 
 // Plan is the geometry of one flash-attention dispatch. It maps directly to
 // the kernel's specialization constants and workgroup counts.
 //
-// A workgroup is one lane group of Wave.W lanes. It owns Rows() = Br×Heads
+// A workgroup is one lane group of Wave.W lanes (in decode Groups of them:
+// Lanes()). It owns Rows() = Br×Heads
 // query rows (Br consecutive positions of Heads q-heads that share one KV
 // head) and walks its KV range in tiles of Bc keys. The lanes form Slots
 // slots of LanesPerSlot lanes, and each lane of a slot owns its share of the
@@ -67,7 +71,8 @@ const MaxSplits = 256
 // With Br > 1 (flash_attn.comp) a slot owns one row. With Br = 1 (decode,
 // flash_attn_decode.comp: Decode()) each lane holds its dims for all the
 // workgroup's heads and a slot owns keys instead: it reads one K and V row
-// at a time for every head, Bc/Slots keys per step.
+// at a time for every head, Bc/Slots keys per step; the slots of all the
+// workgroup's lane groups share its keys.
 type Plan struct {
 	Wave         WaveChoice
 	HeadDim      int
@@ -76,8 +81,9 @@ type Plan struct {
 	Bc           int
 	Splits       int
 	Mask         bool
+	Groups       int // lane groups per workgroup: 1, or in decode a power of two
 	Slots        int // rows: a power of two >= Rows(), at most Wave.W; decode: key slots
-	LanesPerSlot int // Wave.W / Slots
+	LanesPerSlot int // Lanes() / Slots
 	Chunk        int // f16 values per load: 8, 4 or 2
 	// Stage converts each tile's K, then V, once into shared memory as
 	// f32 for all the workgroup's rows, instead of every row slot loading
@@ -97,6 +103,9 @@ func (p Plan) Shader() string {
 	}
 	return "flash_attn"
 }
+
+// Lanes is the workgroup size: Groups lane groups of Wave.W.
+func (p Plan) Lanes() int { return p.Wave.W * max(p.Groups, 1) }
 
 // Rows is the number of query rows a workgroup owns.
 func (p Plan) Rows() int { return p.Br * p.Heads }
@@ -122,8 +131,12 @@ func (p Plan) String() string {
 	if p.Stage {
 		stage = " staged"
 	}
-	return fmt.Sprintf("%s Br=%d heads/wg=%d Bc=%d splits=%d %s=%d×%d lanes chunk=%d%s shared=%dB",
-		p.Wave, p.Br, p.Heads, p.Bc, p.Splits, slots, p.Slots, p.LanesPerSlot, p.Chunk, stage, p.SharedBytes)
+	groups := ""
+	if p.Groups > 1 {
+		groups = fmt.Sprintf(" groups=%d", p.Groups)
+	}
+	return fmt.Sprintf("%s Br=%d heads/wg=%d%s Bc=%d splits=%d %s=%d×%d lanes chunk=%d%s shared=%dB",
+		p.Wave, p.Br, p.Heads, groups, p.Bc, p.Splits, slots, p.Slots, p.LanesPerSlot, p.Chunk, stage, p.SharedBytes)
 }
 
 // Register budget: Q and O of a row take DimsPerLane floats each per lane.
@@ -142,6 +155,12 @@ const maxRows = 32
 // maxDecodeHeads bounds Heads in decode: flash_attn_decode.comp pads a
 // step's scores to a power of two of heads (HGP), up to 16.
 const maxDecodeHeads = 16
+
+// decodeLanes is the decode workgroup size the policy aims for: 256 lanes
+// (8 lane groups of 32, 4 of 64) make a Llama-3-8B layer at KV 16384 on
+// 132 compute units 32 splits of 512 keys. It also keeps a workgroup within
+// 32 subgroups of 8 lanes, lavapipe's maxComputeWorkgroupSubgroups.
+const decodeLanes = 256
 
 // Check validates a shape against what the kernel supports.
 func (s Shape) Check() error {
@@ -180,7 +199,7 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if err := s.Check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Wave: w, HeadDim: s.HeadDim, Mask: s.Mask}
+	p := Plan{Wave: w, HeadDim: s.HeadDim, Mask: s.Mask, Groups: 1}
 	group := s.Heads / s.KVHeads
 	rowCap := min(maxRows, maxDimsPerLane*w.W/s.HeadDim)
 
@@ -194,6 +213,9 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 		p.Br = 8
 	case p.Br != 1 && p.Br != 8 && p.Br != 16:
 		return Plan{}, fmt.Errorf("attention: Br %d (want 1, 8 or 16)", p.Br)
+	}
+	if pref.Groups != 0 && p.Br != 1 {
+		return Plan{}, fmt.Errorf("attention: lane groups per workgroup are a decode (Br 1) choice")
 	}
 	if pref.Stage < StageAuto || pref.Stage > StageOn {
 		return Plan{}, fmt.Errorf("attention: staging choice %d (want auto, off or on)", pref.Stage)
@@ -312,6 +334,9 @@ func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error)
 //   - Bc = Slots × keys per slot and step: 4 keys per slot for lanes of one
 //     chunk (2 with two chunks, 1 beyond), so a lane has 8 16-byte loads in
 //     flight per step; halved while the shared memory would not fit.
+//   - Groups: lane groups per workgroup, up to decodeLanes lanes while the
+//     shared memory fits. The splits that fill the device are then fewer,
+//     and the last split's merge of them shorter.
 //
 // Decode never stages: each key is read by one slot only.
 func planDecode(dev Device, p Plan, s Shape, pref Prefs) (Plan, error) {
@@ -321,14 +346,32 @@ func planDecode(dev Device, p Plan, s Shape, pref Prefs) (Plan, error) {
 	p.Chunk = 8
 	chunks := s.HeadDim / p.Chunk
 	p.LanesPerSlot = min(1<<bits.Len(uint(chunks-1)), p.Wave.W, max(p.Wave.Subgroup, 1))
-	p.Slots = p.Wave.W / p.LanesPerSlot
 	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return h*p.DimsPerLane() <= maxDimsPerLane })
 	if p.Heads > maxDecodeHeads {
 		return Plan{}, fmt.Errorf("attention: %d q-heads per decode workgroup (at most %d)", p.Heads, maxDecodeHeads)
 	}
-	p.Bc = pref.Bc
-	if p.Bc == 0 {
-		p.Bc = p.Slots * max(4/ceilDiv(chunks, p.LanesPerSlot), 1)
+	ku := max(4/ceilDiv(chunks, p.LanesPerSlot), 1) // keys per slot and step
+	layout := func(groups int) {
+		p.Groups = groups
+		p.Slots = p.Lanes() / p.LanesPerSlot
+		p.Bc = pref.Bc
+		if p.Bc == 0 {
+			p.Bc = p.Slots * ku
+		}
+	}
+	groups := pref.Groups
+	if groups == 0 {
+		groups = max(min(decodeLanes, dev.maxInvocations())/p.Wave.W, 1)
+		for layout(groups); groups > 1 && p.sharedBytes() > dev.sharedMemory(); layout(groups) {
+			groups /= 2
+		}
+	}
+	if groups < 1 || groups&(groups-1) != 0 || p.Wave.W*groups > dev.maxInvocations() {
+		return Plan{}, fmt.Errorf("attention: %d lane groups of %d per decode workgroup (want a power of two, at most %d lanes)",
+			groups, p.Wave.W, dev.maxInvocations())
+	}
+	layout(groups)
+	if pref.Bc == 0 {
 		for p.Bc > p.Slots && p.sharedBytes() > dev.sharedMemory() {
 			p.Bc /= 2
 		}
@@ -346,10 +389,11 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	}
 	x, y, _ := p.Workgroups(s)
 	base := x * y
-	// Decode: 512 lanes per compute unit, 16 workgroups of wave 32 or 8 of
-	// wave 64 (on the H200 wave 64 took 37.4 µs per layer at KV 16384 with
-	// 132 splits, 41.8 with 256, 45.8 with 192, 39.5 with 96).
-	target := 16 * cus * 32 / max(p.Wave.W, 32)
+	// Decode: 512 lanes per compute unit, 16 workgroups of one lane group
+	// of wave 32 or 2 of 256 lanes (on the H200 wave 64 took 37.4 µs per
+	// layer at KV 16384 with 132 one-group splits, 41.8 with 256, 45.8 with
+	// 192, 39.5 with 96).
+	target := 512 * cus / max(p.Lanes(), 32)
 	if !p.Decode() {
 		// A prefill workgroup is 8 or 16 rows over the whole KV range: on
 		// the H200 a 512-query layer (1024 workgroups, 7.8 per SM) took
@@ -359,9 +403,14 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	if base >= target {
 		return 1
 	}
-	n := ceilDiv(target, base)
-	n = min(n, s.KVLen/(2*p.Bc), MaxSplits)
-	return max(n, 1)
+	n := min(ceilDiv(target, base), s.KVLen/(2*p.Bc), MaxSplits)
+	if n <= 1 {
+		return 1
+	}
+	// Each split takes whole tiles (the kernels' key_range), so a count
+	// whose shares round up would leave the last splits empty at KVLen.
+	share := ceilDiv(ceilDiv(s.KVLen, n), p.Bc) * p.Bc
+	return ceilDiv(s.KVLen, share)
 }
 
 // sharedBytes mirrors the kernels' shared declarations. flash_attn.comp:
@@ -372,8 +421,10 @@ func (p Plan) sharedBytes() int {
 	if p.Decode() {
 		// Per key slot: the step's scores (keys × heads padded to a power
 		// of two), one head's O and its (m, l) for the final merge.
+		// The split merge (split_merge.glsl): a vec4 and an (m, l) per
+		// lane, and the last-split flag.
 		heads := 1 << bits.Len(uint(p.Heads-1))
-		return 4*p.Slots*(p.Bc/p.Slots*heads) + 4*p.Slots*p.HeadDim + 8*p.Slots
+		return 4*p.Slots*(p.Bc/p.Slots*heads) + 4*p.Slots*p.HeadDim + 8*p.Slots + 24*p.Lanes() + 4
 	}
 	n := 4 * p.Slots * (p.Bc + 1)
 	if p.Stage {

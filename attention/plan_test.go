@@ -40,13 +40,14 @@ func TestPlanLlama3(t *testing.T) {
 		br, heads, slots, lanes   int
 		chunk, bc, splits, dimsPL int
 	}{
-		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup; 2 key
-		// slots of 16 lanes (one 16-byte chunk of a K row each, so 8 dims
-		// of each head per lane), 4 keys per slot and step; 8 KV heads ×
-		// 120 splits fill 60 CUs 16 deep.
-		{"decode 16k", w32, llama3(1, 16384), 1, 4, 2, 16, 8, 8, 120, 8},
+		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup of 8
+		// lane groups (256 lanes); 16 key slots of 16 lanes (one 16-byte
+		// chunk of a K row each, so 8 dims of each head per lane), 4 keys
+		// per slot and step; 8 KV heads × 15 splits of 1152 keys give 60
+		// CUs 512 lanes each.
+		{"decode 16k", w32, llama3(1, 16384), 1, 4, 16, 16, 8, 64, 15, 8},
 		// Short context: splits stop at 2 steps of keys each.
-		{"decode 1k", w32, llama3(1, 1024), 1, 4, 2, 16, 8, 8, 64, 8},
+		{"decode 1k", w32, llama3(1, 1024), 1, 4, 16, 16, 8, 64, 8, 8},
 		// Prefill: 16 rows of 2 lanes (64 dims each), staged, so 8-key
 		// tiles, and 32 blocks × 32 heads need no split.
 		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 8, 1, 64},
@@ -108,12 +109,14 @@ func TestPlanShapes(t *testing.T) {
 	dev := load(t, "nvidia-rtx4070-nvidia.json")
 	w := wave(t, dev, 32)
 	p, err := PlanFor(dev, w, Shape{Queries: 1, Heads: 28, KVHeads: 4, HeadDim: 128, KVLen: 8192}, Prefs{})
-	if err != nil || p.Rows() != 7 || p.Slots != 2 || p.LanesPerSlot != 16 {
+	if err != nil || p.Rows() != 7 || p.Slots != 16 || p.LanesPerSlot != 16 {
 		t.Errorf("gqa 7 decode: %v %v", p, err)
 	}
-	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 100}, Prefs{})
-	if err != nil || p.Chunk != 8 || p.LanesPerSlot != 16 || p.DimsPerLane() != 8 || p.Splits != 6 {
-		t.Errorf("d80 decode: %v %v (want 8-value loads over 16 lanes, 6 splits at KV 100)", p, err)
+	// 32 workgroups of 256 lanes on 46 CUs split 3 ways; 1000 keys take 3
+	// shares of 384 (whole 64-key steps), none of them empty.
+	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 1000}, Prefs{})
+	if err != nil || p.Chunk != 8 || p.LanesPerSlot != 16 || p.DimsPerLane() != 8 || p.Splits != 3 {
+		t.Errorf("d80 decode: %v %v (want 8-value loads over 16 lanes, 3 splits at KV 1000)", p, err)
 	}
 	p, err = PlanFor(dev, w, Shape{Queries: 16, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 100}, Prefs{Br: 8})
 	if err != nil || p.Chunk != 4 || p.LanesPerSlot != 4 || p.DimsPerLane() != 20 {
@@ -139,10 +142,16 @@ func TestPlanSharedMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 8 key slots of 8 lanes (one subgroup each), 2 keys per slot: scores
-	// (8 × 2) + one head's O (8 × 128) + (m, l) pairs (8 × 2).
-	if p.Slots != 8 || p.LanesPerSlot != 8 || p.Bc != 16 || p.SharedBytes != 4*(16+1024+16) {
+	// 4 lane groups, 32 key slots of 8 lanes (one subgroup each), 2 keys
+	// per slot: scores (32 × 2) + one head's O (32 × 128) + (m, l) pairs
+	// (32 × 2), and the split merge's vec4 and (m, l) per lane + a flag.
+	if p.Groups != 4 || p.Slots != 32 || p.LanesPerSlot != 8 || p.Bc != 64 || p.SharedBytes != 4*(64+4096+64)+24*256+4 {
 		t.Errorf("lavapipe decode at wave 64: %v", p)
+	}
+	// Head dim 256 at wave 32: 8 lane groups would need 39 KiB; 4 fit.
+	d256 := Shape{Queries: 1, Heads: 8, KVHeads: 4, HeadDim: 256, KVLen: 4096}
+	if p, err := PlanFor(lvp, wave(t, lvp, 32), d256, Prefs{}); err != nil || p.Groups != 4 || p.SharedBytes > 32<<10 {
+		t.Errorf("lavapipe d256 decode: %v %v, want 4 lane groups within 32 KiB", p, err)
 	}
 	s.Queries = 16
 	p, err = PlanFor(lvp, wave(t, lvp, 64), s, Prefs{Stage: StageOff})
@@ -281,6 +290,42 @@ func TestPlanStage(t *testing.T) {
 	}
 }
 
+// TestPlanGroups: decode workgroups of several lane groups, up to 256
+// lanes and the device's limit, or as many as asked for; prefill refuses
+// the choice.
+func TestPlanGroups(t *testing.T) {
+	dev := load(t, "nvidia-h200-proprietary.json")
+	for _, c := range []struct {
+		wave, pref, invocations, want int
+	}{
+		{32, 0, 0, 8}, {64, 0, 0, 4}, {32, 2, 0, 2}, {32, 1, 0, 1}, {32, 0, 128, 4},
+	} {
+		d := dev
+		if c.invocations != 0 {
+			d.MaxWorkgroupInvocations = c.invocations
+		}
+		p, err := PlanFor(d, wave(t, d, c.wave), llama3(1, 16384), Prefs{Groups: c.pref})
+		if err != nil || p.Groups != c.want || p.Lanes() != c.wave*c.want || p.Slots != p.Lanes()/16 {
+			t.Errorf("wave %d, %d groups asked, %d invocations: %v %v, want %d groups", c.wave, c.pref, c.invocations, p, err, c.want)
+		}
+	}
+	// 132 CUs (the H200's; its recorded properties do not say) want 264
+	// workgroups: 8 KV heads × 33 splits of 497 keys, which in whole
+	// 64-key steps are 32 splits of 512.
+	dev.ComputeUnits = 132
+	if p, _ := PlanFor(dev, wave(t, dev, 32), llama3(1, 16384), Prefs{}); p.Splits != 32 {
+		t.Errorf("H200 decode at 16k: %v, want 32 splits", p)
+	}
+	for _, g := range []int{3, 64} {
+		if p, err := PlanFor(dev, wave(t, dev, 32), llama3(1, 16384), Prefs{Groups: g}); err == nil {
+			t.Errorf("%d lane groups: %v, want an error", g, p)
+		}
+	}
+	if p, err := PlanFor(dev, wave(t, dev, 32), llama3(512, 16384), Prefs{Groups: 2}); err == nil {
+		t.Errorf("prefill with 2 lane groups: %v, want an error", p)
+	}
+}
+
 // TestPlanHeads takes an explicit count of q-heads per workgroup when it
 // divides the GQA group, and refuses one that does not.
 func TestPlanHeads(t *testing.T) {
@@ -290,8 +335,8 @@ func TestPlanHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Heads != 2 || p.Slots != 2 || p.LanesPerSlot != 16 {
-		t.Errorf("2 heads per workgroup at wave 32: %v, want 2 key slots of 16 lanes", p)
+	if p.Heads != 2 || p.Slots != 16 || p.LanesPerSlot != 16 {
+		t.Errorf("2 heads per workgroup at wave 32: %v, want 16 key slots of 16 lanes", p)
 	}
 	if _, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Heads: 3}); err == nil || !strings.Contains(err.Error(), "do not divide") {
 		t.Errorf("3 heads of a group of 4: %v, want an error", err)

@@ -76,7 +76,7 @@ func TestSweep(t *testing.T) {
 	staged := Attention{Stage: StageOn} // decode never stages
 	o := Options{Reps: 2, Tiles: tiles, MatVecs: []kernels.MatVecShape{{Lanes: 32, Rows: 3, Unroll: 1}},
 		TilesQ8: tilesQ8, MatVecsQ8: []kernels.MatVecShape{{Lanes: 32, Rows: 3, Unroll: 2}},
-		Decode: []Attention{{Bc: 16, Splits: 1}, rejected, staged}, Prefill: []Attention{{Br: 8, Bc: 16}},
+		Decode: []Attention{{Bc: 64, Splits: 1}, rejected, staged}, Prefill: []Attention{{Br: 8, Bc: 16}},
 		KVLens: []int{40}, Columns: 9, Queries: 9,
 		extra: map[string][]matVariant{KernelMatMul: {wrong, silent}, KernelMatVec: {wrongVec},
 			KernelMatMulQ8: {wrongQ8, silent}, KernelMatVecQ8: {wrongVecQ8}}}
@@ -283,8 +283,8 @@ func TestDefaultAttention(t *testing.T) {
 		quick                     bool
 		decode, prefill           []int
 		decodeExtra, prefillExtra []Attention
-	}{{false, []int{0, 8, 16, 32}, []int{16, 32, 64}, full, fullPrefill},
-		{true, []int{0, 16}, []int{16, 32}, []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}}} {
+	}{{false, []int{0, 32, 64, 128}, []int{16, 32, 64}, full, fullPrefill},
+		{true, []int{0, 64}, []int{16, 32}, []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}}} {
 		decode, prefill := defaultAttention(d.Info(), c.quick)
 		if decode[0] != (Attention{}) || prefill[0] != (Attention{}) {
 			t.Errorf("quick %v: the policy is not first", c.quick)

@@ -49,8 +49,9 @@ layout(std430, binding = 2) readonly buffer BV4 { uvec4 v4[]; };
 layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][ctx]
 layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
 // Output: f32 [n_q][n_head*D], or with SPLIT the partials [split][n_q][n_head][D].
-layout(std430, binding = 5) writeonly buffer BO { float o_out[]; };
-layout(std430, binding = 6) writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
+// Coherent: flash_attn_decode.comp reads other workgroups' partials back.
+layout(std430, binding = 5) coherent writeonly buffer BO { float o_out[]; };
+layout(std430, binding = 6) coherent writeonly buffer BML { vec2 ml_out[]; }; // [split][n_q][n_head]
 
 // K and V are f16, turned into floats by unpackHalf2x16. Decoding them with
 // integer instructions straight into f32 bits (exact, with 2^112 folded into

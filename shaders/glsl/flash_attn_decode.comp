@@ -25,9 +25,21 @@
 // one hardware subgroup (the plan keeps KL <= the subgroup size), so the
 // key loop has no workgroup barrier at all.
 //
-// Split-k, positions, masking (computed causality, the optional additive
-// mask, tiles whose keys are all masked skipped) and the output are those
-// of flash_attn.comp; with one query per workgroup the mask is read straight
+// The workgroup is one or more lane groups of the wave (attention.Plan's
+// Groups): the slots of all of them share the key range and merge at the
+// end. More slots per workgroup mean fewer splits for the same number of
+// lanes on the device, which keeps the split merge below short.
+//
+// Split-k: each split writes its unnormalised O with its (m, l), as
+// flash_attn.comp does, then counts itself done on an atomic counter of its
+// rows; the split that finishes last merges every split's partials
+// (split_merge.glsl) and resets the counter for the next dispatch. Decode
+// thus takes one dispatch instead of two: the reduce pass cost 7–9 µs per
+// Llama-3 layer on the H200, mostly the barrier before it.
+//
+// Positions, masking (computed causality, the optional additive mask, tiles
+// whose keys are all masked skipped) and the output are those of
+// flash_attn.comp; with one query per workgroup the mask is read straight
 // from memory (each slot's lanes read the same entries) instead of staged.
 
 #extension GL_GOOGLE_include_directive : require
@@ -47,9 +59,28 @@ const uint NP = KU * HGP;
 const uint TR = NP < KL ? NP : KL;       // lanes the reduction transposes over
 const uint NF = NP / TR;                 // full sums a lane holds after it
 
+// Q8OUT: the merged output is also written in the q8 layout (split-k only).
+layout(constant_id = 11) const bool Q8OUT = false;
+
+// Split-k merge: other splits' partials read back (views of o_out and
+// ml_out), the merged output, its q8 copy and one counter per workgroup
+// column (query × head group).
+layout(std430, binding = 5) coherent readonly buffer BP { vec4 part[]; };
+layout(std430, binding = 6) coherent readonly buffer BPML { vec2 part_ml[]; };
+layout(std430, binding = 7) writeonly buffer BF { vec4 merged[]; }; // [n_q][n_head][D]
+layout(std430, binding = 8) writeonly buffer Q8W { uint q8w[]; };
+layout(std430, binding = 8) writeonly buffer Q8F { float q8f[]; };
+layout(std430, binding = 9) coherent buffer BCNT { uint counts[]; };
+
+const uint SM_D = D;
+const uint SM_N = W;
+const bool SM_Q8 = Q8OUT;
+#include "split_merge.glsl"
+
 shared float sc[SL * NP];  // the step's scores, per slot
 shared float mo[SL * D];   // one head's O of each slot, for the final merge
 shared vec2 mml[SL];       // and its (m, l)
+shared bool last;          // this split finished its rows' last
 
 void main() {
     const uint lane = gl_SubgroupID * SG + gl_SubgroupInvocationID;
@@ -276,4 +307,27 @@ void main() {
             o_out[obase + d] = x * f;
         }
     }
+    if (!SPLIT) {
+        return;
+    }
+
+    // Count this split done once all its partials are out (every lane's
+    // writes made visible, then the workgroup met); the last one to count
+    // sees the others' partials after its own acquire barrier.
+    const uint col = qrow * gl_NumWorkGroups.y + gl_WorkGroupID.y;
+    memoryBarrierBuffer();
+    barrier();
+    if (lane == 0) {
+        last = atomicAdd(counts[col], 1u) == gl_NumWorkGroups.z - 1;
+        if (last) {
+            atomicExchange(counts[col], 0u); // every split has counted
+        }
+    }
+    memoryBarrierShared();
+    barrier();
+    if (!last) {
+        return;
+    }
+    memoryBarrierBuffer();
+    merge_rows(qrow * pc.n_head + head0, HG, pc.n_q * pc.n_head, gl_NumWorkGroups.z, lane);
 }

@@ -1,12 +1,14 @@
 // Package flashattn records the flash-attention kernels
 // (shaders/glsl/flash_attn.comp for query tiles, flash_attn_decode.comp for
-// one query per workgroup, and flash_attn_reduce.comp for split-k) into
-// a *vk.Sequence, with the geometry package attention chooses for the device.
+// one query per workgroup, and flash_attn_reduce.comp for prefill's split-k)
+// into a *vk.Sequence, with the geometry package attention chooses for the
+// device.
 //
 // Like the other kernels it records and never waits: the caller puts
 // s.Barrier() between dependent dispatches (before Record, so q and the KV
 // cache are written, and after it, before out is read). Record adds the
-// barrier between its own two passes. Values that change per replay (the
+// barrier between the two passes of a split prefill; split decode merges in
+// its one dispatch. Values that change per replay (the
 // position pos) come from the step buffer, so one recording serves every
 // token; the split-k workgroup count is fixed at record time from the
 // context size, and each split finds its share of the KV range at run time.
@@ -74,18 +76,20 @@ type FlashAttn struct {
 	dev   attention.Device
 	wave  attention.WaveChoice
 	prefs attention.Prefs
-	// dummy is bound where a variant declares a buffer it never reads (the
-	// mask without Shape.Mask, the partials without split-k).
-	dummy *vk.Buffer
-
 	mu    sync.Mutex
 	pipes map[pipeKey]*vk.Pipeline
+	// Split decode's counters, one per workgroup column, zero between
+	// dispatches (the last split resets its own). Each Record takes its
+	// own from a block (used of its words are taken), so recordings that
+	// run without a barrier between them never share one.
+	counts []*vk.Buffer
+	used   int
 }
 
 type pipeKey struct {
 	name string
 	sg   int
-	spec [11]uint32
+	spec [12]uint32
 }
 
 // Device converts the runtime's device report into the policy's view.
@@ -107,16 +111,43 @@ func New(d *vk.Device, o Options) (*FlashAttn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: %w", err)
 	}
-	dummy, err := d.NewBuffer(16, false)
-	if err != nil {
-		return nil, fmt.Errorf("flashattn: %w", err)
-	}
-	return &FlashAttn{d: d, dev: dev, wave: w, prefs: o.Prefs, dummy: dummy,
-		pipes: map[pipeKey]*vk.Pipeline{}}, nil
+	return &FlashAttn{d: d, dev: dev, wave: w, prefs: o.Prefs, pipes: map[pipeKey]*vk.Pipeline{}}, nil
 }
 
-// Close frees what New allocated. Pipelines belong to the device.
-func (f *FlashAttn) Close() { f.dummy.Free() }
+// Close frees the split counters Record allocated. Pipelines belong to the
+// device.
+func (f *FlashAttn) Close() {
+	for _, b := range f.counts {
+		b.Free()
+	}
+}
+
+// countBlock is the size of a block of split counters in words: 64 KiB,
+// a model's decode records for many sequences.
+const countBlock = 16384
+
+// counters takes n zeroed split counters for one Record.
+func (f *FlashAttn) counters(n int) (vk.Binding, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Offsets stay aligned for any device's storage bindings (256 bytes).
+	n = (n + 63) &^ 63
+	if len(f.counts) == 0 || f.used+n > countBlock {
+		words := max(n, countBlock)
+		b, err := f.d.NewBuffer(4*int64(words), false)
+		if err != nil {
+			return vk.Binding{}, fmt.Errorf("flashattn: split counters: %w", err)
+		}
+		if err := b.Write(0, make([]byte, 4*words)); err != nil {
+			b.Free()
+			return vk.Binding{}, fmt.Errorf("flashattn: split counters: %w", err)
+		}
+		f.counts, f.used = append(f.counts, b), 0
+	}
+	c := vk.Binding{Buf: f.counts[len(f.counts)-1], Off: 4 * int64(f.used), Size: 4 * int64(n)}
+	f.used += n
+	return c, nil
+}
 
 // Wave is the lane-group width in use and how it maps onto the hardware.
 func (f *FlashAttn) Wave() attention.WaveChoice { return f.wave }
@@ -147,8 +178,8 @@ func scratchLayout(p attention.Plan, sh Shape) (o, ml int64) {
 	return (rows*int64(sh.HeadDim)*4 + 255) &^ 255, rows * 8
 }
 
-// Record records attention for sh into s: one dispatch, or with split-k the
-// split pass, a barrier and the reduce pass.
+// Record records attention for sh into s: one dispatch, or for a split
+// prefill the split pass, a barrier and the reduce pass.
 func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	p, err := f.Plan(sh)
 	if err != nil {
@@ -168,10 +199,14 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		n    int64
 	}
 	checks := []check{{"q", io.Q, qBytes}, {"k", io.K, cache}, {"v", io.V, cache}, {"out", io.Out, qBytes}, {"step", io.Step, 4}}
+	// A binding the variant declares and never touches gets one of the
+	// dispatch's own buffers: q where it would read, out where it would
+	// write. A shared stand-in would tie unrelated dispatches together in
+	// the synchronization validation, which goes by declared accesses.
 	if sh.Mask {
 		checks = append(checks, check{"mask", io.Mask, (2*int64(sh.Queries)*int64(sh.Context) + 3) &^ 3})
 	} else {
-		io.Mask = vk.Binding{Buf: f.dummy}
+		io.Mask = io.Q
 	}
 	oBytes, mlBytes := scratchLayout(p, sh)
 	if p.Splits > 1 {
@@ -184,7 +219,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		}
 		checks = append(checks, check{"q8", io.Q8, kernels.Q8Bytes(sh.Queries, sh.Heads*sh.HeadDim)})
 	} else {
-		io.Q8 = vk.Binding{Buf: f.dummy}
+		io.Q8 = io.Out
 	}
 	for _, c := range checks {
 		if err := need(c.what, c.b, c.n); err != nil {
@@ -192,20 +227,33 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		}
 	}
 
-	main, err := f.pipeline(p.Shader(), 7, 20, p.Wave,
-		uint32(p.HeadDim), uint32(p.Wave.W), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage))
+	bindings := 7 // flash_attn.glsl's
+	if p.Decode() {
+		bindings = 10 // and the split merge's
+	}
+	main, err := f.pipeline(p.Shader(), bindings, 20, p.Wave,
+		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
+		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8))
 	if err != nil {
 		return err
 	}
 	pushMain := vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale)
 	if p.Splits == 1 {
-		s.Dispatch(main, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, {Buf: f.dummy}},
-			pushMain, uint32(gx), uint32(gy), uint32(gz))
+		bind := []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out, io.Out, io.Out, io.Out}
+		s.Dispatch(main, bind[:bindings], pushMain, uint32(gx), uint32(gy), uint32(gz))
 		return nil
 	}
 	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
 	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
+	if p.Decode() {
+		counts, err := f.counters(gx * gy)
+		if err != nil {
+			return err
+		}
+		s.Dispatch(main, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, part, ml, io.Out, io.Q8, counts},
+			pushMain, uint32(gx), uint32(gy), uint32(gz))
+		return nil
+	}
 	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, uint32(sh.HeadDim), b32(q8))
 	if err != nil {
 		return err

@@ -853,13 +853,20 @@ func nanBytes(n int64) []byte {
 	return b
 }
 
-// TestFlashAttnQ8Output checks the reduce pass's 8-bit copy of its output
-// (IO.Q8, for decode's output projection): each value within half a step
-// of the f32 output, each block's step max|o|/127.
+// TestFlashAttnQ8Output checks the split merge's 8-bit copy of its output
+// (IO.Q8, for decode's output projection), in decode's own merge and in
+// prefill's reduce pass: each value within half a step of the f32 output,
+// each block's step max|o|/127.
 func TestFlashAttnQ8Output(t *testing.T) {
+	for _, br := range []int{1, 8} {
+		t.Run(fmt.Sprintf("br%d", br), func(t *testing.T) { testQ8Output(t, br) })
+	}
+}
+
+func testQ8Output(t *testing.T, br int) {
 	d := setup(t)
 	in := inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}
-	fa, err := New(d, Options{Wave: 32, Prefs: attention.Prefs{Br: 1, Splits: 8}})
+	fa, err := New(d, Options{Wave: 32, Prefs: attention.Prefs{Br: br, Splits: 8}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -915,6 +922,65 @@ func TestFlashAttnQ8Output(t *testing.T) {
 		for i := 32 * b; i < 32*b+32; i++ {
 			if e := math.Abs(float64(got[i] - out[i])); e > step*(0.5+1e-5) {
 				t.Fatalf("value %d: 8-bit copy %g, output %g (step %g)", i, got[i], out[i], step)
+			}
+		}
+	}
+}
+
+// TestFlashAttnDecodeReplays replays one split decode recording: the split
+// that finishes last merges and resets its counter, so every replay must
+// merge again (a counter left counting would leave the poisoned output).
+// Two recordings in one sequence with no barrier between them run at once
+// and must not share counters.
+func TestFlashAttnDecodeReplays(t *testing.T) {
+	d := setup(t)
+	in := inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 1000, queries: 1}
+	fa, err := New(d, Options{Wave: 32, Prefs: attention.Prefs{Splits: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	sh := Shape{Queries: in.queries, Heads: in.heads(), KVHeads: in.kvHeads, HeadDim: in.dim,
+		Context: in.context(), Scale: float32(1 / math.Sqrt(float64(in.dim)))}
+	scr, err := fa.ScratchBytes(sh)
+	if err != nil || scr == 0 {
+		t.Fatalf("scratch %d %v: want a split plan", scr, err)
+	}
+	outN := 4 * int64(in.queries*in.heads()*in.dim)
+	per := alignUp(outN) + alignUp(scr)
+	inBuf := buffer(t, d, inputData(in))
+	outBuf := buffer(t, d, make([]byte, 2*per))
+	s := d.NewSequence()
+	defer s.Free()
+	for r := range 2 {
+		p := planned{tc: tc{inputs: in}, sh: sh, outN: outN, scrN: scr, out: int64(r) * per, scratch: int64(r)*per + alignUp(outN)}
+		if err := fa.Record(s, p.io(inBuf, outBuf), sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.End(); err != nil {
+		t.Fatal(err)
+	}
+	var first []float32
+	for run := range 3 {
+		if err := outBuf.Write(0, nanBytes(2*per)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		for r := range 2 {
+			got := make([]float32, outN/4)
+			if err := outBuf.ReadF32(int64(r)*per, got); err != nil {
+				t.Fatal(err)
+			}
+			if first == nil {
+				first = got
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(first[i]) || math.IsNaN(float64(got[i])) {
+					t.Fatalf("run %d, recording %d: value %d is %g, first run's %g", run, r, i, got[i], first[i])
+				}
 			}
 		}
 	}
