@@ -16,9 +16,17 @@
 // slot's KL lanes by a transposing reduction: at each of the log2 KL
 // butterfly steps a lane keeps half of its values and trades the other half
 // with its partner, so NP values take about NP shuffles instead of
-// NP × log2 KL. The full sums go through shared memory to every lane of the
-// slot, which runs the online softmax for each head itself (cheaper than
-// broadcasting the weights by shuffles).
+// NP × log2 KL. Each lane then holds NF full scores (one, for Llama-3's 4
+// heads × 4 keys over 16 lanes) and turns them into softmax weights itself;
+// the weights go through shared memory to every lane of the slot for the V
+// products.
+//
+// The running max of each head moves lazily: a weight is taken against the
+// max as it stands, exp2(s - m), and the max is only raised (rescaling O and
+// l) when a score passes it by more than LAZY (weights stay below 2^LAZY, far
+// from overflowing l and O). That is rare once the first keys are in, and it
+// spares the common step a max over every score of the step in every lane:
+// one exp2 per lane instead of one per score.
 //
 // Slots keep their own running max m, sum l and O for each head and meet
 // once at the end, one head at a time, in shared memory; a slot lies within
@@ -58,6 +66,7 @@ const uint HGP = HG <= 1u ? 1u : (HG <= 2u ? 2u : (HG <= 4u ? 4u : (HG <= 8u ? 8
 const uint NP = KU * HGP;
 const uint TR = NP < KL ? NP : KL;       // lanes the reduction transposes over
 const uint NF = NP / TR;                 // full sums a lane holds after it
+const float LAZY = 8.0;                  // how far a score may pass the running max (log2 units)
 
 // Q8OUT: the merged output is also written in the q8 layout (split-k only).
 layout(constant_id = 11) const bool Q8OUT = false;
@@ -81,6 +90,14 @@ shared float sc[SL * NP];  // the step's scores, per slot
 shared float mo[SL * D];   // one head's O of each slot, for the final merge
 shared vec2 mml[SL];       // and its (m, l)
 shared bool last;          // this split finished its rows' last
+
+// pick returns a[i] for a lane-dependent i < n, by selects: indexing a
+// register array with it would send the array to memory.
+#define PICK(r, a, i, n)                 \
+    r = a[0];                            \
+    [[unroll]] for (uint pk = 1; pk < (n); pk++) { \
+        r = (i) == pk ? a[pk] : r;       \
+    }
 
 void main() {
     const uint lane = gl_SubgroupID * SG + gl_SubgroupInvocationID;
@@ -201,48 +218,72 @@ void main() {
                 s[0] += subgroupShuffleXor(s[0], b);
             }
         }
+        // This lane's scores, index h × KU + u: masked (NEG) past ke, where
+        // the mask excludes the key and for the padding heads (h >= HG).
+        bool big = false; // a score passes its head's max by more than LAZY
+        [[unroll]] for (uint x = 0; x < NF; x++) {
+            const uint h = (rbase + x) / KU;
+            const uint u = (rbase + x) % KU;
+            float mh;
+            PICK(mh, m, h, HG)
+            bool live = h < HG && k0 + u < ke;
+            if (MASK) {
+                float mu;
+                PICK(mu, mv, u, KU)
+                live = live && mu > NEG_HALF;
+                s[x] += mu;
+            }
+            s[x] = live ? s[x] : NEG;
+            big = big || s[x] > mh + LAZY;
+        }
         subgroupMemoryBarrierShared();
         subgroupBarrier(); // the previous step's reads of sc are done
+        if (subgroupAny(big)) {
+            // Raise the max of every head to the step's (uniform in the
+            // subgroup, so its barriers stay whole): all the step's scores
+            // through shared memory to every lane of the slot.
+            if (dl < TR) {
+                [[unroll]] for (uint x = 0; x < NF; x++) {
+                    sc[slot * NP + rbase + x] = s[x];
+                }
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            [[unroll]] for (uint h = 0; h < HG; h++) {
+                float tmax = m[h];
+                [[unroll]] for (uint u = 0; u < KU; u++) {
+                    tmax = max(tmax, sc[slot * NP + h * KU + u]);
+                }
+                if (tmax > m[h]) {
+                    // While every score so far was masked m is NEG, and O and
+                    // l are 0: alpha = 0 leaves them so.
+                    const float alpha = exp2(m[h] - tmax);
+                    l[h] *= alpha;
+                    [[unroll]] for (uint v = 0; v < NV; v++) {
+                        o[h * NV + v] *= alpha;
+                    }
+                    m[h] = tmax;
+                }
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier(); // the reads of the scores are done
+        }
+        // The weights, against each head's max: masked scores weigh 0 (m
+        // may still be NEG, where exp2(NEG - m) would be 1).
         if (dl < TR) {
             [[unroll]] for (uint x = 0; x < NF; x++) {
-                sc[slot * NP + rbase + x] = s[x];
+                float mh;
+                PICK(mh, m, (rbase + x) / KU, HG)
+                sc[slot * NP + rbase + x] = s[x] > NEG_HALF ? exp2(s[x] - mh) : 0.0;
             }
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-
-        // Online softmax for each head over the slot's KU keys.
         float p[HG * KU];
         [[unroll]] for (uint h = 0; h < HG; h++) {
-            float tmax = NEG;
             [[unroll]] for (uint u = 0; u < KU; u++) {
-                float x = sc[slot * NP + h * KU + u];
-                if (MASK) {
-                    x = mv[u] > NEG_HALF ? x + mv[u] : NEG;
-                } else if (k0 + u >= ke) {
-                    x = NEG;
-                }
-                p[h * KU + u] = x;
-                tmax = max(tmax, x);
-            }
-            const float m_new = max(m[h], tmax);
-            // While every score so far is masked, m_new is NEG; subtracting
-            // 0 instead keeps every weight exp2(NEG) = 0 rather than 1.
-            const float m_use = m_new > NEG_HALF ? m_new : 0.0;
-            if (m_new > m[h]) {
-                // The running max moved (rarely, once it has settled): the
-                // slot's lanes agree, so the branch is uniform in a slot.
-                const float alpha = exp2(m[h] - m_use);
-                l[h] *= alpha;
-                [[unroll]] for (uint v = 0; v < NV; v++) {
-                    o[h * NV + v] *= alpha;
-                }
-            }
-            m[h] = m_new;
-            [[unroll]] for (uint u = 0; u < KU; u++) {
-                const float w = exp2(p[h * KU + u] - m_use);
-                l[h] += w;
-                p[h * KU + u] = w;
+                p[h * KU + u] = sc[slot * NP + h * KU + u];
+                l[h] += p[h * KU + u];
             }
         }
         [[unroll]] for (uint u = 0; u < KU; u++) {
