@@ -43,6 +43,10 @@ type inputs struct {
 	// past it.
 	past int
 	mask bool
+	// rising scales key j by 1 + 12 (j/kv)²: the scores climb along the
+	// keys, so a running max keeps being passed by far (decode's lazy
+	// rescale, see flash_attn_decode.comp, runs again and again).
+	rising bool
 }
 
 // pos is the position of the batch's first query.
@@ -455,7 +459,12 @@ func problem(in inputs) attention.Problem {
 	kvd := in.kvHeads * in.dim
 	p.K, p.V = make([]uint16, end*kvd), make([]uint16, end*kvd)
 	for i := range in.kv * kvd {
-		p.K[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
+		k := 2*r.Float64() - 1
+		if in.rising {
+			f := float64(i/kvd) / float64(in.kv)
+			k *= 1 + 12*f*f
+		}
+		p.K[i] = float16.Fromfloat32(float32(k)).Bits()
 		p.V[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
 	}
 	if in.mask || in.past > 0 {
@@ -925,6 +934,21 @@ func testQ8Output(t *testing.T, br int) {
 			}
 		}
 	}
+}
+
+// TestFlashAttnRisingScores runs keys whose scores climb (inputs.rising):
+// decode raises each head's max many times, across splits and slots.
+func TestFlashAttnRisingScores(t *testing.T) {
+	var cases []tc
+	for _, w := range axisWave {
+		for _, s := range []int{1, 3} {
+			for _, mask := range []bool{false, true} {
+				cases = append(cases, tc{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 1, mask: mask, rising: true},
+					variant{1, w, s, attention.StageAuto, 0}})
+			}
+		}
+	}
+	expect(t, cases)
 }
 
 // TestFlashAttnDecodeReplays replays one split decode recording: the split
