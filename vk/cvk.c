@@ -151,3 +151,11 @@ int32_t vkr_query_results(const vkr_fns* f, uint64_t device, uint64_t pool, uint
 	return ((int32_t (*)(void*, void*, uint32_t, uint32_t, size_t, void*, uint64_t, uint32_t))f->getQueryPoolResults)(
 		H(device), H(pool), first, count, size, data, stride, flags);
 }
+
+int32_t vkr_pipeline_executables(const vkr_fns* f, uint64_t device, const void* info, uint32_t* count, void* out) {
+	return ((int32_t (*)(void*, const void*, uint32_t*, void*))f->getPipelineExecutableProperties)(H(device), info, count, out);
+}
+
+int32_t vkr_pipeline_statistics(const vkr_fns* f, uint64_t device, const void* info, uint32_t* count, void* out) {
+	return ((int32_t (*)(void*, const void*, uint32_t*, void*))f->getPipelineExecutableStatistics)(H(device), info, count, out);
+}

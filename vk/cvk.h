@@ -44,6 +44,10 @@ typedef struct vkr_fns {
 	void* waitForFences;
 	void* resetFences;
 	void* getQueryPoolResults;
+	// VK_KHR_pipeline_executable_properties; NULL unless the device has it
+	// on (DeviceInfo.PipelineStatistics).
+	void* getPipelineExecutableProperties;
+	void* getPipelineExecutableStatistics;
 } vkr_fns;
 
 // vkr_dispatch allocates a descriptor set into *set (which is the dstSet field
@@ -63,6 +67,13 @@ int32_t vkr_begin(const vkr_fns* f, uint64_t cmd, const void* beginInfo);
 int32_t vkr_end(const vkr_fns* f, uint64_t cmd);
 // vkr_submit_wait submits one VkSubmitInfo, waits for fence and resets it.
 int32_t vkr_submit_wait(const vkr_fns* f, uint64_t device, uint64_t queue, const void* submit, uint64_t* fence);
+// vkr_pipeline_executables and vkr_pipeline_statistics call
+// vkGetPipelineExecutablePropertiesKHR (info a VkPipelineInfoKHR, out an
+// array of *count VkPipelineExecutablePropertiesKHR or NULL) and
+// vkGetPipelineExecutableStatisticsKHR (info a VkPipelineExecutableInfoKHR,
+// out VkPipelineExecutableStatisticKHR).
+int32_t vkr_pipeline_executables(const vkr_fns* f, uint64_t device, const void* info, uint32_t* count, void* out);
+int32_t vkr_pipeline_statistics(const vkr_fns* f, uint64_t device, const void* info, uint32_t* count, void* out);
 int32_t vkr_query_results(const vkr_fns* f, uint64_t device, uint64_t pool, uint32_t first, uint32_t count,
 	size_t size, void* data, uint64_t stride, uint32_t flags);
 

@@ -60,7 +60,8 @@ const defaultStaging = 64 << 20
 // with one compute queue and the optional features the kernels use enabled
 // where supported: 16- and 8-bit storage, float16/int8 arithmetic, subgroup
 // extended types, subgroup size control with full subgroups, integer dot
-// product, and 16/64-bit integers.
+// product, 16/64-bit integers, and pipeline executable properties (see
+// Pipeline.Statistics).
 func Open(o Options) (*Device, error) {
 	in, err := newInstance(o.Validation)
 	if err != nil {
@@ -101,7 +102,8 @@ func open(in *instance, o Options) (*Device, error) {
 
 // deviceExtensionsToEnable names the extensions whose features Open enables
 // on devices where they are not core, plus the portability subset, which the
-// spec requires enabling wherever it is advertised.
+// spec requires enabling wherever it is advertised, and pipeline executable
+// properties where its feature is supported.
 func (p *physical) deviceExtensionsToEnable() []string {
 	var names []string
 	v13 := p.api >= vk.MakeVersion(1, 3, 0)
@@ -116,6 +118,10 @@ func (p *physical) deviceExtensionsToEnable() []string {
 		if p.exts[e.name] && !e.core {
 			names = append(names, cstr(e.name))
 		}
+	}
+	// Only with its feature: the extension alone captures nothing.
+	if p.info.PipelineStatistics {
+		names = append(names, cstr(extPipelineExecutableProperties))
 	}
 	return names
 }
@@ -133,7 +139,7 @@ func (d *Device) createDevice() error {
 	en.features = physicalDeviceFeatures2{sType: stFeatures2}
 	en.features.features[featShaderInt16] = p.feat.features.features[featShaderInt16]
 	en.features.features[featShaderInt64] = p.feat.features.features[featShaderInt64]
-	en.link(&pin, p.exts, p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0))
+	en.link(&pin, p.exts, p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0), p.info.PipelineStatistics)
 
 	exts := p.deviceExtensionsToEnable()
 	ci := &vk.DeviceCreateInfo{
@@ -196,16 +202,28 @@ func (d *Device) loadFunctions() error {
 		{&d.fns.resetFences, "vkResetFences"},
 		{&d.fns.getQueryPoolResults, "vkGetQueryPoolResults"},
 	} {
-		cname := C.CString(f.name)
-		*f.slot = C.vkr_device_proc(gdpa, C.uint64_t(d.id), cname)
-		C.free(unsafe.Pointer(cname))
-		if *f.slot == nil {
+		if *f.slot = d.deviceProc(gdpa, f.name); *f.slot == nil {
 			C.free(unsafe.Pointer(d.fns))
 			d.fns = nil
 			return fmt.Errorf("vulkan: vkGetDeviceProcAddr has no %s", f.name)
 		}
 	}
+	// The statistics queries exist only with their extension enabled; a
+	// driver that enables it without them just reports no statistics.
+	if d.info.PipelineStatistics {
+		d.fns.getPipelineExecutableProperties = d.deviceProc(gdpa, "vkGetPipelineExecutablePropertiesKHR")
+		d.fns.getPipelineExecutableStatistics = d.deviceProc(gdpa, "vkGetPipelineExecutableStatisticsKHR")
+		if d.fns.getPipelineExecutableProperties == nil || d.fns.getPipelineExecutableStatistics == nil {
+			d.info.PipelineStatistics = false
+		}
+	}
 	return nil
+}
+
+func (d *Device) deviceProc(gdpa unsafe.Pointer, name string) unsafe.Pointer {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return C.vkr_device_proc(gdpa, C.uint64_t(d.id), cname)
 }
 
 // Info describes the device.

@@ -37,6 +37,12 @@ const (
 	stMemoryBudgetProperties        = 1000237000
 	stIntegerDotProductFeatures     = 1000280000
 	stIntegerDotProductProperties   = 1000280001
+	// VK_KHR_pipeline_executable_properties
+	stPipelineExecutablePropertiesFeatures = 1000269000
+	stPipelineInfo                         = 1000269001
+	stPipelineExecutableProperties         = 1000269002
+	stPipelineExecutableInfo               = 1000269003
+	stPipelineExecutableStatistic          = 1000269004
 )
 
 // Sizes of the structs kept opaque; mirror_test.go checks them.
@@ -241,6 +247,52 @@ type physicalDeviceShaderSubgroupExtendedTypesFeatures struct {
 	sType                       uint32
 	pNext                       unsafe.Pointer
 	shaderSubgroupExtendedTypes uint32
+}
+
+type physicalDevicePipelineExecutablePropertiesFeatures struct {
+	sType                  uint32
+	pNext                  unsafe.Pointer
+	pipelineExecutableInfo uint32
+}
+
+// VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+const pipelineCreateCaptureStatistics = 0x40
+
+// pipelineInfo (VkPipelineInfoKHR) names the pipeline whose executables
+// vkGetPipelineExecutablePropertiesKHR lists.
+type pipelineInfo struct {
+	sType    uint32
+	pNext    unsafe.Pointer
+	pipeline uint64
+}
+
+type pipelineExecutableProperties struct {
+	sType        uint32
+	pNext        unsafe.Pointer
+	stages       uint32
+	name         [256]byte
+	description  [256]byte
+	subgroupSize uint32
+}
+
+type pipelineExecutableInfo struct {
+	sType           uint32
+	pNext           unsafe.Pointer
+	pipeline        uint64
+	executableIndex uint32
+}
+
+// pipelineExecutableStatistic mirrors VkPipelineExecutableStatisticKHR; its
+// value is a union of VkBool32, int64_t, uint64_t and double, kept as the
+// raw 8 bytes (a uint64 gives the union's 8-byte alignment) and decoded by
+// format.
+type pipelineExecutableStatistic struct {
+	sType       uint32
+	pNext       unsafe.Pointer
+	name        [256]byte
+	description [256]byte
+	format      uint32
+	value       uint64
 }
 
 type pipelineShaderStageRequiredSubgroupSizeCreateInfo struct {

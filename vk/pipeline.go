@@ -226,6 +226,12 @@ func (p *Pipeline) createPipeline(module vk.ShaderModule) error {
 		Stage:  stage,
 		Layout: p.layout,
 	}}
+	if d.info.PipelineStatistics {
+		// Statistics only: the driver keeps a few counters per pipeline.
+		// Internal representations (disassembly) would keep far more and
+		// can slow compilation, so they stay off.
+		ci[0].Flags = vk.PipelineCreateFlags(pipelineCreateCaptureStatistics)
+	}
 	pipes := make([]vk.Pipeline, 1)
 	if err := check("creating compute pipeline", int32(paused(func() vk.Result { return vk.CreateComputePipelines(d.h, d.cache.h, 1, ci, nil, pipes) }))); err != nil {
 		return err

@@ -42,6 +42,11 @@ type DeviceInfo struct {
 	ComputeUnits    int     // AMD shader core or NVIDIA SM count; 0 if unknown
 	TimestampPeriod float32 // nanoseconds per timestamp tick
 	TimestampValid  bool    // the compute queue writes timestamps
+	// PipelineStatistics: VK_KHR_pipeline_executable_properties is on, so
+	// pipelines are compiled with their statistics captured and
+	// Pipeline.Statistics reports them (registers, instructions, spills,
+	// named as the driver chooses).
+	PipelineStatistics bool
 }
 
 // physical is what querying one physical device yields: the public report
@@ -78,6 +83,7 @@ type featureSet struct {
 	sizeCtl   physicalDeviceSubgroupSizeControlFeatures
 	dot       physicalDeviceShaderIntegerDotProductFeatures
 	extTypes  physicalDeviceShaderSubgroupExtendedTypesFeatures
+	execProps physicalDevicePipelineExecutablePropertiesFeatures
 }
 
 // minVersion is the oldest device API version Open accepts: the shaders are
@@ -85,6 +91,11 @@ type featureSet struct {
 var minVersion = vk.MakeVersion(1, 2, 0)
 
 const shaderStageCompute = 0x20
+
+// extPipelineExecutableProperties lets a pipeline report its compiled
+// statistics, such as the registers a kernel needs per lane, which decide
+// how many workgroups fit on a compute unit.
+const extPipelineExecutableProperties = "VK_KHR_pipeline_executable_properties"
 
 func versionString(v uint32) string {
 	return fmt.Sprintf("%d.%d.%d", v>>22, (v>>12)&0x3ff, v&0xfff)
@@ -334,8 +345,9 @@ func (p *physical) queryFeatures(v12, v13 bool) {
 		sizeCtl:   physicalDeviceSubgroupSizeControlFeatures{sType: stSubgroupSizeControlFeatures},
 		dot:       physicalDeviceShaderIntegerDotProductFeatures{sType: stIntegerDotProductFeatures},
 		extTypes:  physicalDeviceShaderSubgroupExtendedTypesFeatures{sType: stSubgroupExtendedTypesFeatures},
+		execProps: physicalDevicePipelineExecutablePropertiesFeatures{sType: stPipelineExecutablePropertiesFeatures},
 	}
-	f.link(&pin, p.exts, v12, v13)
+	f.link(&pin, p.exts, v12, v13, p.exts[extPipelineExecutableProperties])
 	C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceFeatures2"), C.uint64_t(p.id), unsafe.Pointer(&f.features))
 	f.unlink()
 	p.feat = f
@@ -347,12 +359,15 @@ func (p *physical) queryFeatures(v12, v13 bool) {
 	info.IntegerDot = f.dot.shaderIntegerDotProduct != 0
 	info.SizeControl = f.sizeCtl.subgroupSizeControl != 0 && f.sizeCtl.computeFullSubgroups != 0 &&
 		p.sizeStages&shaderStageCompute != 0
+	info.PipelineStatistics = p.exts[extPipelineExecutableProperties] && f.execProps.pipelineExecutableInfo != 0
 }
 
 // link pins f and chains the feature structs valid for the device: each
 // only where its version or extension is present, since the validation
-// layer rejects others.
-func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13 bool) {
+// layer rejects others. execProps chains the pipeline-executable struct,
+// which is only valid where that extension is enabled: on the query when
+// the device offers it, on creation when Open enables it.
+func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13, execProps bool) {
 	links := []unsafe.Pointer{unsafe.Pointer(&f.storage16)}
 	if v12 || exts["VK_KHR_8bit_storage"] {
 		links = append(links, unsafe.Pointer(&f.storage8))
@@ -369,6 +384,9 @@ func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13 bo
 	if v13 || exts["VK_KHR_shader_integer_dot_product"] {
 		links = append(links, unsafe.Pointer(&f.dot))
 	}
+	if execProps {
+		links = append(links, unsafe.Pointer(&f.execProps))
+	}
 	pin.Pin(f)
 	chain(pin, &f.features.pNext, links...)
 }
@@ -378,6 +396,7 @@ func (f *featureSet) unlink() {
 	f.features.pNext = nil
 	f.storage16.pNext, f.storage8.pNext, f.f16i8.pNext = nil, nil, nil
 	f.sizeCtl.pNext, f.dot.pNext, f.extTypes.pNext = nil, nil, nil
+	f.execProps.pNext = nil
 }
 
 // cString converts a fixed-size NUL-terminated C char array.

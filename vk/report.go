@@ -71,6 +71,7 @@ func (i DeviceInfo) Report() string {
 	}{
 		{"fp16", i.FP16}, {"int8", i.Int8}, {"storage16", i.Storage16}, {"storage8", i.Storage8},
 		{"integer-dot", i.IntegerDot}, {"dot4x8-native", i.IntegerDot && i.DotAccelerated}, {"coop-matrix", i.CoopMatrix},
+		{"pipeline-stats", i.PipelineStatistics},
 	} {
 		if f.on {
 			have = append(have, f.name)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,7 @@ func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer
 			perOp[t.Name] += t.Micros
 		}
 	}
+	b.StopTimer() // the statistics query below is no part of the run
 	us := gpu / float64(b.N)
 	bytes := 2 * float64(c.kv) * benchKVHeads * benchDim * 2
 	b.ReportMetric(us, "gpu-µs")
@@ -196,5 +198,34 @@ func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer
 			ops += fmt.Sprintf(" %s %.1fµs", name, t/float64(b.N))
 		}
 	}
-	b.Logf("%s: %s;%s", d.Info().Name, plan, ops)
+	b.Logf("%s: %s;%s%s", d.Info().Name, plan, ops, statsNote(fa, sh))
+}
+
+// statsNote is " stats: Register Count=128 ..." for the main kernel: the
+// numeric statistics the driver reports (register and spill counts first,
+// then the driver's order), at most 6 so the line stays one line; empty
+// where the device reports none. Registers per lane set occupancy, which
+// decides whether decode's split workgroups fill the GPU.
+func statsNote(fa *FlashAttn, sh Shape) string {
+	stats, err := fa.Statistics(sh, false) // the benchmark's IO has no 8-bit output
+	if err != nil {
+		return ""
+	}
+	var first, rest []string
+	for _, st := range stats {
+		if _, ok := st.Number(); !ok {
+			continue
+		}
+		name := strings.ToLower(st.Name)
+		if strings.Contains(name, "register") || strings.Contains(name, "gpr") || strings.Contains(name, "spill") {
+			first = append(first, st.String())
+		} else {
+			rest = append(rest, st.String())
+		}
+	}
+	all := append(first, rest...)
+	if len(all) == 0 {
+		return ""
+	}
+	return " stats: " + strings.Join(all[:min(len(all), 6)], ", ")
 }
