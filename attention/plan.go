@@ -36,6 +36,10 @@ type Prefs struct {
 	// Groups is the lane groups per workgroup in decode (a power of two);
 	// prefill workgroups are always one.
 	Groups int
+	// Chunk is the f16 values per load in decode: 8 or 4 (a key slot is
+	// then one lane per chunk of a K row, within the subgroup). Prefill
+	// takes the widest that splits its rows evenly.
+	Chunk int
 	// Stage overrides the policy's choice of staging K and V in shared
 	// memory (Plan.Stage) in prefill, where staging still needs the tile to
 	// fit and 4 or more values per load; decode never stages, and asking it
@@ -214,8 +218,8 @@ func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	case p.Br != 1 && p.Br != 8 && p.Br != 16:
 		return Plan{}, fmt.Errorf("attention: Br %d (want 1, 8 or 16)", p.Br)
 	}
-	if pref.Groups != 0 && p.Br != 1 {
-		return Plan{}, fmt.Errorf("attention: lane groups per workgroup are a decode (Br 1) choice")
+	if (pref.Groups != 0 || pref.Chunk != 0) && p.Br != 1 {
+		return Plan{}, fmt.Errorf("attention: lane groups and load widths are decode (Br 1) choices")
 	}
 	if pref.Stage < StageAuto || pref.Stage > StageOn {
 		return Plan{}, fmt.Errorf("attention: staging choice %d (want auto, off or on)", pref.Stage)
@@ -323,17 +327,22 @@ func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error)
 
 // planDecode lays out a Br = 1 plan (flash_attn_decode.comp):
 //
-//   - Chunk 8 (16-byte loads; every head dim is a multiple of 8) and a key
-//     slot of one lane per chunk of a K row, up to the hardware subgroup (a
-//     slot's reductions are subgroup shuffles) and the wave: 16 lanes for
-//     head dim 128, so 2 key slots at wave 32 on NVIDIA. Lanes past the
-//     row's chunks idle (head dims 80 and 96).
+//   - Chunk 4 (8-byte loads) and a key slot of one lane per chunk of a K
+//     row, up to the hardware subgroup (a slot's reductions are subgroup
+//     shuffles) and the wave: 32 lanes for head dim 128 on NVIDIA and RDNA.
+//     Lanes past the row's chunks idle (head dim 80). A lane then holds 4
+//     dims of each head, not 8 as with 16-byte loads: Q and O take half
+//     the registers, which the kernel's staggered loads (the next step's K
+//     in flight) need. On the H200 16-byte loads with staggered loads went
+//     past 128 registers, where only one workgroup of 256 lanes fits an SM
+//     (43.7 µs per Llama-3 layer at KV 16384), and without them took 34.6
+//     µs; 8-byte loads with them take 32.6.
 //   - Heads: the largest divisor of the GQA group whose Q and O fit the
 //     register budget (Heads × DimsPerLane <= 64), so each K and V row is
 //     read and decoded once for all of them.
 //   - Bc = Slots × keys per slot and step: 4 keys per slot for lanes of one
-//     chunk (2 with two chunks, 1 beyond), so a lane has 8 16-byte loads in
-//     flight per step; halved while the shared memory would not fit.
+//     chunk (2 with two chunks, 1 beyond); halved while the shared memory
+//     would not fit.
 //   - Groups: lane groups per workgroup, up to decodeLanes lanes while the
 //     shared memory fits. The splits that fill the device are then fewer,
 //     and the last split's merge of them shorter.
@@ -343,7 +352,13 @@ func planDecode(dev Device, p Plan, s Shape, pref Prefs) (Plan, error) {
 	if pref.Stage == StageOn {
 		return Plan{}, fmt.Errorf("attention: decode (Br 1) does not stage K and V")
 	}
-	p.Chunk = 8
+	p.Chunk = pref.Chunk
+	if p.Chunk == 0 {
+		p.Chunk = 4
+	}
+	if p.Chunk != 8 && p.Chunk != 4 {
+		return Plan{}, fmt.Errorf("attention: decode loads of %d f16 values (want 8 or 4)", p.Chunk)
+	}
 	chunks := s.HeadDim / p.Chunk
 	p.LanesPerSlot = min(1<<bits.Len(uint(chunks-1)), p.Wave.W, max(p.Wave.Subgroup, 1))
 	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return h*p.DimsPerLane() <= maxDimsPerLane })

@@ -41,13 +41,14 @@ func TestPlanLlama3(t *testing.T) {
 		chunk, bc, splits, dimsPL int
 	}{
 		// Decode: Br 1, the 4 q-heads of a KV head share a workgroup of 8
-		// lane groups (256 lanes); 16 key slots of 16 lanes (one 16-byte
-		// chunk of a K row each, so 8 dims of each head per lane), 4 keys
-		// per slot and step; 8 KV heads × 15 splits of 1152 keys give 60
+		// lane groups (256 lanes); 8 key slots of 32 lanes (one 8-byte
+		// chunk of a K row each, so 4 dims of each head per lane), 4 keys
+		// per slot and step; 8 KV heads × 15 splits of 1120 keys give 60
 		// CUs 512 lanes each.
-		{"decode 16k", w32, llama3(1, 16384), 1, 4, 16, 16, 8, 64, 15, 8},
-		// Short context: splits stop at 2 steps of keys each.
-		{"decode 1k", w32, llama3(1, 1024), 1, 4, 16, 16, 8, 64, 8, 8},
+		{"decode 16k", w32, llama3(1, 16384), 1, 4, 8, 32, 4, 32, 15, 4},
+		// Short context: 15 splits would take 69 keys each, 96 in whole
+		// steps, so 1024 keys make 11.
+		{"decode 1k", w32, llama3(1, 1024), 1, 4, 8, 32, 4, 32, 11, 4},
 		// Prefill: 16 rows of 2 lanes (64 dims each), staged, so 8-key
 		// tiles, and 32 blocks × 32 heads need no split.
 		{"prefill 512", w32, llama3(512, 16384), 16, 1, 16, 2, 8, 8, 1, 64},
@@ -109,14 +110,21 @@ func TestPlanShapes(t *testing.T) {
 	dev := load(t, "nvidia-rtx4070-nvidia.json")
 	w := wave(t, dev, 32)
 	p, err := PlanFor(dev, w, Shape{Queries: 1, Heads: 28, KVHeads: 4, HeadDim: 128, KVLen: 8192}, Prefs{})
-	if err != nil || p.Rows() != 7 || p.Slots != 16 || p.LanesPerSlot != 16 {
+	if err != nil || p.Rows() != 7 || p.Slots != 8 || p.LanesPerSlot != 32 {
 		t.Errorf("gqa 7 decode: %v %v", p, err)
 	}
 	// 32 workgroups of 256 lanes on 46 CUs split 3 ways; 1000 keys take 3
 	// shares of 384 (whole 64-key steps), none of them empty.
 	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 1000}, Prefs{})
-	if err != nil || p.Chunk != 8 || p.LanesPerSlot != 16 || p.DimsPerLane() != 8 || p.Splits != 3 {
-		t.Errorf("d80 decode: %v %v (want 8-value loads over 16 lanes, 3 splits at KV 1000)", p, err)
+	if err != nil || p.Chunk != 4 || p.LanesPerSlot != 32 || p.DimsPerLane() != 4 || p.Splits != 3 {
+		t.Errorf("d80 decode: %v %v (want 4-value loads over 32 lanes, 3 splits at KV 1000)", p, err)
+	}
+	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 1000}, Prefs{Chunk: 8})
+	if err != nil || p.Chunk != 8 || p.LanesPerSlot != 16 || p.DimsPerLane() != 8 {
+		t.Errorf("d80 decode with 8-value loads: %v %v (want 16 lanes of 8 dims)", p, err)
+	}
+	if p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 1000}, Prefs{Chunk: 2}); err == nil {
+		t.Errorf("decode with 2-value loads: %v, want an error", p)
 	}
 	p, err = PlanFor(dev, w, Shape{Queries: 16, Heads: 32, KVHeads: 32, HeadDim: 80, KVLen: 100}, Prefs{Br: 8})
 	if err != nil || p.Chunk != 4 || p.LanesPerSlot != 4 || p.DimsPerLane() != 20 {
@@ -142,10 +150,10 @@ func TestPlanSharedMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4 lane groups, 32 key slots of 8 lanes (one subgroup each), 2 keys
-	// per slot: scores (32 × 2) + one head's O (32 × 128) + (m, l) pairs
+	// 4 lane groups, 32 key slots of 8 lanes (one subgroup each), 1 key
+	// per slot: scores (32 × 1) + one head's O (32 × 128) + (m, l) pairs
 	// (32 × 2), and the split merge's vec4 and (m, l) per lane + a flag.
-	if p.Groups != 4 || p.Slots != 32 || p.LanesPerSlot != 8 || p.Bc != 64 || p.SharedBytes != 4*(64+4096+64)+24*256+4 {
+	if p.Groups != 4 || p.Slots != 32 || p.LanesPerSlot != 8 || p.Bc != 32 || p.SharedBytes != 4*(32+4096+64)+24*256+4 {
 		t.Errorf("lavapipe decode at wave 64: %v", p)
 	}
 	// Head dim 256 at wave 32: 8 lane groups would need 39 KiB; 4 fit.
@@ -305,13 +313,13 @@ func TestPlanGroups(t *testing.T) {
 			d.MaxWorkgroupInvocations = c.invocations
 		}
 		p, err := PlanFor(d, wave(t, d, c.wave), llama3(1, 16384), Prefs{Groups: c.pref})
-		if err != nil || p.Groups != c.want || p.Lanes() != c.wave*c.want || p.Slots != p.Lanes()/16 {
+		if err != nil || p.Groups != c.want || p.Lanes() != c.wave*c.want || p.Slots != p.Lanes()/32 {
 			t.Errorf("wave %d, %d groups asked, %d invocations: %v %v, want %d groups", c.wave, c.pref, c.invocations, p, err, c.want)
 		}
 	}
 	// 132 CUs (the H200's; its recorded properties do not say) want 264
 	// workgroups: 8 KV heads × 33 splits of 497 keys, which in whole
-	// 64-key steps are 32 splits of 512.
+	// 32-key steps are 32 splits of 512.
 	dev.ComputeUnits = 132
 	if p, _ := PlanFor(dev, wave(t, dev, 32), llama3(1, 16384), Prefs{}); p.Splits != 32 {
 		t.Errorf("H200 decode at 16k: %v, want 32 splits", p)
@@ -335,8 +343,8 @@ func TestPlanHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Heads != 2 || p.Slots != 16 || p.LanesPerSlot != 16 {
-		t.Errorf("2 heads per workgroup at wave 32: %v, want 16 key slots of 16 lanes", p)
+	if p.Heads != 2 || p.Slots != 8 || p.LanesPerSlot != 32 {
+		t.Errorf("2 heads per workgroup at wave 32: %v, want 8 key slots of 32 lanes", p)
 	}
 	if _, err := PlanFor(dev, w, llama3(1, 16384), Prefs{Heads: 3}); err == nil || !strings.Contains(err.Error(), "do not divide") {
 		t.Errorf("3 heads of a group of 4: %v, want an error", err)

@@ -73,6 +73,7 @@ type variant struct {
 	splits   int                 // 1: no split-k
 	stage    attention.StagePref // staging K and V in shared memory: the policy's, or forced off or on
 	bc       int                 // keys per tile, or per step in decode (0: the policy's)
+	chunk    int                 // decode's f16 values per load (0: the policy's)
 }
 
 // tc is one kernel configuration: a problem and a geometry.
@@ -187,7 +188,7 @@ func TestFlashAttn(t *testing.T) {
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Bc: c.bc, Splits: c.splits, Stage: c.stage}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Bc: c.bc, Splits: c.splits, Stage: c.stage, Chunk: c.chunk}}); err != nil {
 				t.Fatal(err)
 			}
 			defer fa.Close()
@@ -265,11 +266,11 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	for _, br := range axisBr {
 		for _, w := range axisWave {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, w, s, attention.StageAuto, 0}})
+				cases = append(cases, tc{in, variant{br, w, s, attention.StageAuto, 0, 0}})
 			}
 		}
 	}
-	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, attention.StageAuto, 0}})
+	cases = append(cases, tc{inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 10, queries: 7, past: 3}, variant{1, 32, 3, attention.StageAuto, 0, 0}})
 	r := rand.New(rand.NewPCG(7, 7))
 	tamper := func(i int, c tc, out vk.Binding) error {
 		at := out.Off + 4*int64(r.IntN(c.queries*c.heads()*c.dim))
@@ -296,7 +297,7 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 	}
 
 	// Every position of one output: the comparison covers all of them.
-	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0}}
+	small := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 17, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0, 0}}
 	runCases(t, d, []tc{small}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -317,8 +318,8 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 // or that ignores the mask, fails.
 func TestFlashAttnTeeth(t *testing.T) {
 	d := setup(t)
-	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0}}
-	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, attention.StageAuto, 0}}
+	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0, 0}}
+	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, attention.StageAuto, 0, 0}}
 	runCases(t, d, []tc{causal, masked}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
@@ -347,7 +348,7 @@ func TestFlashAttnTeeth(t *testing.T) {
 // past it are NaN, so a read would show).
 func TestFlashAttnPastContext(t *testing.T) {
 	in := inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 90, queries: 16, past: 10}
-	expect(t, []tc{{in, variant{8, 32, 1, attention.StageAuto, 0}}, {in, variant{8, 32, 3, attention.StageAuto, 0}}})
+	expect(t, []tc{{in, variant{8, 32, 1, attention.StageAuto, 0, 0}}, {in, variant{8, 32, 3, attention.StageAuto, 0, 0}}})
 }
 
 // TestFlashAttnKVHeads runs problems with several KV heads, which the full
@@ -362,12 +363,12 @@ func TestFlashAttnKVHeads(t *testing.T) {
 	} {
 		for _, br := range axisBr {
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{br, 32, s, attention.StageAuto, 0}}, tc{in, variant{br, 64, s, attention.StageAuto, 0}})
+				cases = append(cases, tc{in, variant{br, 32, s, attention.StageAuto, 0, 0}}, tc{in, variant{br, 64, s, attention.StageAuto, 0, 0}})
 			}
 		}
 		// Prefill rows also load K and V per row slot where shared memory
 		// cannot hold a staged tile.
-		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff, 0}}, tc{in, variant{16, 64, 3, attention.StageOff, 0}})
+		cases = append(cases, tc{in, variant{8, 32, 1, attention.StageOff, 0, 0}}, tc{in, variant{16, 64, 3, attention.StageOff, 0, 0}})
 	}
 	expect(t, cases)
 }
@@ -377,8 +378,8 @@ func TestFlashAttnKVHeads(t *testing.T) {
 // 3 at head dim 64, where the whole group fits the register budget; the
 // kernel pads their scores to 8 and 4), and forced steps of 8 and 16 keys
 // per slot at wave 32 and 8 at wave 64 (the policy takes 2 on lavapipe, 4
-// on NVIDIA). 16 keys per slot at wave 64 would take lavapipe's compiler
-// 100 s.
+// on NVIDIA), and loads of 8 values instead of 4. 16 keys per slot at
+// wave 64 would take lavapipe's compiler 100 s.
 func TestFlashAttnDecodeShapes(t *testing.T) {
 	d := setup(t)
 	var cases []tc
@@ -395,7 +396,7 @@ func TestFlashAttnDecodeShapes(t *testing.T) {
 				t.Fatalf("gqa %d at wave %d: plan %v %v, want all %d q-heads in one workgroup", gqa, w, p, err, gqa)
 			}
 			for _, s := range axisSplits {
-				cases = append(cases, tc{in, variant{1, w, s, attention.StageAuto, 0}})
+				cases = append(cases, tc{in, variant{1, w, s, attention.StageAuto, 0, 0}})
 			}
 		}
 	}
@@ -411,7 +412,15 @@ func TestFlashAttnDecodeShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, tc{in, variant{1, f.wave, f.splits, attention.StageAuto, p.Slots * f.perSlot}})
+		cases = append(cases, tc{in, variant{1, f.wave, f.splits, attention.StageAuto, p.Slots * f.perSlot, 0}})
+	}
+	// Loads of 8 values (the policy takes 4): a key row over half the
+	// lanes (16 at head dim 128; lanes past the row idle at 80), 2 chunks a
+	// lane at 256 on lavapipe.
+	for _, dim := range []int{80, 128, 256} {
+		for _, w := range axisWave {
+			cases = append(cases, tc{inputs{dim: dim, gqa: 2, kvHeads: 2, kv: 1000, queries: 1, mask: true}, variant{1, w, 3, attention.StageAuto, 0, 8}})
+		}
 	}
 	expect(t, cases)
 }
@@ -421,9 +430,9 @@ func TestFlashAttnDecodeShapes(t *testing.T) {
 // empty at the shorter lengths.
 func TestFlashAttnManySplits(t *testing.T) {
 	expect(t, []tc{
-		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, attention.StageAuto, 0}},
-		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, attention.StageAuto, 0}},
-		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, attention.StageAuto, 0}},
+		{inputs{dim: 80, gqa: 4, kvHeads: 2, kv: 4097, queries: 1}, variant{1, 32, 40, attention.StageAuto, 0, 0}},
+		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, attention.StageAuto, 0, 0}},
+		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, attention.StageAuto, 0, 0}},
 	})
 }
 
@@ -629,7 +638,7 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 		fa := fas[c.variant]
 		if fa == nil {
 			var err error
-			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Bc: c.bc, Splits: c.splits, Stage: c.stage}}); err != nil {
+			if fa, err = New(d, Options{Wave: c.wave, Prefs: attention.Prefs{Br: c.br, Bc: c.bc, Splits: c.splits, Stage: c.stage, Chunk: c.chunk}}); err != nil {
 				t.Fatalf("%v: %v", c, err)
 			}
 			fas[c.variant] = fa
@@ -944,7 +953,7 @@ func TestFlashAttnRisingScores(t *testing.T) {
 		for _, s := range []int{1, 3} {
 			for _, mask := range []bool{false, true} {
 				cases = append(cases, tc{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 1, mask: mask, rising: true},
-					variant{1, w, s, attention.StageAuto, 0}})
+					variant{1, w, s, attention.StageAuto, 0, 0}})
 			}
 		}
 	}
@@ -1028,5 +1037,5 @@ func TestFlashAttnPairsUnstaged(t *testing.T) {
 	if p.Chunk != 2 || p.Stage {
 		t.Fatalf("plan %v: want unstaged chunks of 2", p)
 	}
-	expect(t, []tc{{in, variant{8, 64, 1, attention.StageOn, 0}}})
+	expect(t, []tc{{in, variant{8, 64, 1, attention.StageOn, 0, 0}}})
 }
