@@ -34,6 +34,7 @@ var (
 	benchStage  = flag.Int("stage", 0, "BenchmarkLlama3: staging of K and V in shared memory in prefill: 0 the policy's, 1 off, 2 on")
 	benchPerWG  = flag.Int("heads", 0, "BenchmarkLlama3: force the q-heads per workgroup (0: the policy's)")
 	benchGroups = flag.Int("groups", 0, "BenchmarkLlama3: force the lane groups per decode workgroup (0: the policy's)")
+	benchChunk  = flag.Int("chunk", 0, "BenchmarkLlama3: force the f16 values per load in decode, 8 or 4 (0: the policy's)")
 )
 
 // The Llama-3-8B attention shape.
@@ -84,7 +85,7 @@ func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	prefs := attention.Prefs{Br: c.br, Bc: *benchBc, Stage: attention.StagePref(*benchStage), Heads: *benchPerWG}
 	prefs.Splits = *benchPSplit
 	if c.queries == 1 {
-		prefs.Splits, prefs.Stage, prefs.Groups = *benchSplits, attention.StageAuto, *benchGroups // decode never stages
+		prefs.Splits, prefs.Stage, prefs.Groups, prefs.Chunk = *benchSplits, attention.StageAuto, *benchGroups, *benchChunk // decode never stages
 	}
 	fa, err := New(d, Options{Wave: c.wave, Prefs: prefs})
 	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: benchKVHeads, HeadDim: benchDim,
