@@ -44,6 +44,9 @@ func (p *Pipeline) LocalSize() [3]uint32 { return p.local }
 // SubgroupSize is the required subgroup size, or 0 for the driver's choice.
 func (p *Pipeline) SubgroupSize() int { return p.spec.SubgroupSize }
 
+// Bindings is the number of storage buffers the pipeline binds (PipelineSpec.Bindings).
+func (p *Pipeline) Bindings() int { return p.spec.Bindings }
+
 func (s PipelineSpec) key() string {
 	return fmt.Sprintf("%s|%v|%d", s.Name, s.Spec, s.SubgroupSize)
 }

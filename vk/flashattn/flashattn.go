@@ -227,16 +227,11 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		}
 	}
 
-	bindings := 7 // flash_attn.glsl's
-	if p.Decode() {
-		bindings = 10 // and the split merge's
-	}
-	main, err := f.pipeline(p.Shader(), bindings, 20, p.Wave,
-		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8))
+	main, err := f.mainPipeline(p, q8)
 	if err != nil {
 		return err
 	}
+	bindings := main.Bindings()
 	pushMain := vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale)
 	if p.Splits == 1 {
 		bind := []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out, io.Out, io.Out, io.Out}

@@ -28,9 +28,9 @@ func (f *FlashAttn) Statistics(sh Shape, q8 bool) ([]vk.Statistic, error) {
 	return main.Statistics()
 }
 
-// mainPipeline gets the pipeline Record dispatches first. It repeats
-// Record's bindings, push size and specialization constants, so it finds
-// Record's pipeline in the memo; stats_test.go checks that it does.
+// mainPipeline gets the pipeline Record dispatches first: the plan's
+// kernel with flash_attn.glsl's 7 bindings, and in decode the split merge's
+// 3 more.
 func (f *FlashAttn) mainPipeline(p attention.Plan, q8 bool) (*vk.Pipeline, error) {
 	bindings := 7
 	if p.Decode() {
