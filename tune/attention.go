@@ -57,7 +57,7 @@ func (a Attention) String() string {
 // Q-heads per workgroup and staging are swept apart from that grid, at the
 // policy's other choices (attentionExtras), to keep the sweep short.
 func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attention) {
-	decodeBcs, splits := []int{0, 32, 64, 128}, []int{0, 1, 8, 32, 128, 256}
+	decodeBcs, splits := []int{0, 16, 64, 128}, []int{0, 1, 8, 32, 128, 256}
 	prefillBcs, brs, prefillSplits := []int{16, 32, 64}, []int{8, 16}, []int{0, 1}
 	if quick {
 		decodeBcs, splits = []int{0, 64}, []int{0, 1, 4}

@@ -283,7 +283,7 @@ func TestDefaultAttention(t *testing.T) {
 		quick                     bool
 		decode, prefill           []int
 		decodeExtra, prefillExtra []Attention
-	}{{false, []int{0, 32, 64, 128}, []int{16, 32, 64}, full, fullPrefill},
+	}{{false, []int{0, 16, 64, 128}, []int{16, 32, 64}, full, fullPrefill},
 		{true, []int{0, 64}, []int{16, 32}, []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}}} {
 		decode, prefill := defaultAttention(d.Info(), c.quick)
 		if decode[0] != (Attention{}) || prefill[0] != (Attention{}) {
