@@ -332,11 +332,12 @@ func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error)
 //     shuffles) and the wave: 32 lanes for head dim 128 on NVIDIA and RDNA.
 //     Lanes past the row's chunks idle (head dim 80). A lane then holds 4
 //     dims of each head, not 8 as with 16-byte loads: Q and O take half
-//     the registers, which the kernel's staggered loads (the next step's K
-//     in flight) need. On the H200 16-byte loads with staggered loads went
-//     past 128 registers, where only one workgroup of 256 lanes fits an SM
-//     (43.7 µs per Llama-3 layer at KV 16384), and without them took 34.6
-//     µs; 8-byte loads with them take 32.6.
+//     the registers, which the kernel's loads ahead (the next step's K and
+//     V in flight) need. On the H200 16-byte loads with the next K ahead
+//     went past 128 registers, where only one workgroup of 256 lanes fits
+//     an SM (44.9 µs per Llama-3 layer at KV 16384), and without loads
+//     ahead took 34.6 µs; 8-byte loads with K and V ahead take 31.8 (116
+//     registers).
 //   - Heads: the largest divisor of the GQA group whose Q and O fit the
 //     register budget (Heads × DimsPerLane <= 64), so each K and V row is
 //     read and decoded once for all of them.

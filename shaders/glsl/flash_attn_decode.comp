@@ -9,15 +9,14 @@
 // one key row at a time (KL lanes × CH f16 values), decodes it once and
 // feeds it to every head.
 //
-// A step takes KU keys per slot (BC = SL×KU for the workgroup). Loads are
-// staggered so that memory and arithmetic overlap: a step finds its K
-// already loaded and issues its V loads, which arrive while it computes the
-// scores; then, K's registers free, it issues the next step's K loads,
-// which arrive during the softmax and the V products. (Issuing a step's K
-// and V together and waiting for both, as the kernel did until the fifth
-// session, left the memory idle while the workgroups computed: 34.6 µs
-// against 32.6 per Llama-3 layer at KV 16384 on the H200. The staggered
-// loads need registers, which 4-value loads free: see attention.Plan.)
+// A step takes KU keys per slot (BC = SL×KU for the workgroup). A step
+// finds its K and V loaded and issues the next step's at once, so they are
+// in flight during all of its arithmetic. (Issuing a step's K and V at its
+// top and waiting for both, as the kernel did until the fifth session, left
+// the memory idle while the workgroups computed: 34.6 µs against 31.8 per
+// Llama-3 layer at KV 16384 on the H200; loading only the next step's K
+// ahead, 32.6. The loads in flight need registers, which 4-value loads
+// free: see attention.Plan.)
 // The partial scores (KU keys × HG heads per lane) are summed over the
 // slot's KL lanes by a transposing reduction: at each of the log2 KL
 // butterfly steps a lane keeps half of its values and trades the other half
@@ -170,9 +169,11 @@ void main() {
             r[u * NCH + j] = ci < NCHUNK ? load(base + ci * CH) : uvec4(0u); \
         }                                                                   \
     }
-    uvec4 kn[KU * NCH]; // the next step's K, in flight
+    uvec4 kn[KU * NCH]; // the next step's K and V, in flight
+    uvec4 vn[KU * NCH];
     if (kb < ke) {
         LOAD_ROWS(kn, load_k, kb + slot * KU)
+        LOAD_ROWS(vn, load_v, kb + slot * KU)
     }
     for (uint t = kb; t < ke; t += BC) {
         const uint k0 = t + slot * KU; // this slot's first key
@@ -187,18 +188,24 @@ void main() {
             if (!subgroupAny(live)) {
                 if (t + BC < ke) {
                     LOAD_ROWS(kn, load_k, k0 + BC)
+                    LOAD_ROWS(vn, load_v, k0 + BC)
                 }
                 continue;
             }
         }
 
-        // This step's K, loaded during the last step; its V now.
+        // This step's K and V, loaded during the last step; the next
+        // step's now.
         uvec4 kr[KU * NCH];
         uvec4 vr[KU * NCH];
         [[unroll]] for (uint x = 0; x < KU * NCH; x++) {
             kr[x] = kn[x];
+            vr[x] = vn[x];
         }
-        LOAD_ROWS(vr, load_v, k0)
+        if (t + BC < ke) {
+            LOAD_ROWS(kn, load_k, k0 + BC)
+            LOAD_ROWS(vn, load_v, k0 + BC)
+        }
 
         // This lane's share of q·k for every key and head, each K pair
         // decoded once for all heads.
@@ -215,9 +222,6 @@ void main() {
                     }
                 }
             }
-        }
-        if (t + BC < ke) {
-            LOAD_ROWS(kn, load_k, k0 + BC) // arrives during the softmax and the V products
         }
         // The transposing reduction over the slot's lanes; once a lane is
         // down to one value the remaining steps are plain butterflies.
