@@ -336,7 +336,7 @@ func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error)
 //     V in flight) need. On the H200 16-byte loads with the next K ahead
 //     went past 128 registers, where only one workgroup of 256 lanes fits
 //     an SM (44.9 µs per Llama-3 layer at KV 16384), and without loads
-//     ahead took 34.6 µs; 8-byte loads with K and V ahead take 31.8 (116
+//     ahead took 34.6 µs; 8-byte loads with K and V ahead take 32.1 (116
 //     registers).
 //   - Heads: the largest divisor of the GQA group whose Q and O fit the
 //     register budget (Heads × DimsPerLane <= 64), so each K and V row is

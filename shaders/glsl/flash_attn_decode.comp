@@ -13,7 +13,7 @@
 // finds its K and V loaded and issues the next step's at once, so they are
 // in flight during all of its arithmetic. (Issuing a step's K and V at its
 // top and waiting for both, as the kernel did until the fifth session, left
-// the memory idle while the workgroups computed: 34.6 µs against 31.8 per
+// the memory idle while the workgroups computed: 34.6 µs against 32.1 per
 // Llama-3 layer at KV 16384 on the H200; loading only the next step's K
 // ahead, 32.6. The loads in flight need registers, which 4-value loads
 // free: see attention.Plan.)
