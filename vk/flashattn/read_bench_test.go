@@ -11,7 +11,9 @@ import (
 // BenchmarkKVRead times the floor BenchmarkLlama3's decode is held to: one
 // dispatch reading a Llama-3-8B layer's K and V caches (KV 8192 and 16384:
 // 32 and 64 MiB) with nothing else to do (shaders/glsl/bench_read.comp), at
-// a few grid sizes and loads in flight per lane. It is timed as
+// a few grid sizes and loads in flight per lane: 2 workgroups of 256 lanes
+// per compute unit with 1 to 8 loads each of K and V is 16 to 128 KiB in
+// flight per compute unit, the range the attention kernels work in. It is timed as
 // BenchmarkLlama3 times attention, one submission per run with timestamps
 // around the dispatch, so the two compare like for like: the ramp-up and
 // drain of a single dispatch count in both.
@@ -40,7 +42,7 @@ func BenchmarkKVRead(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, perCU := range []int{2, 4, 8, 16} {
-			for _, items := range []uint32{4, 8} {
+			for _, items := range []uint32{1, 2, 4, 8} {
 				name := fmt.Sprintf("kv%d/wg%dx%d/items%d", kv, perCU, cus, items)
 				b.Run(name, func(b *testing.B) {
 					p, err := d.Pipeline(vk.PipelineSpec{Name: "bench_read", SPIRV: shaders.SPIRV("bench_read"),
