@@ -80,8 +80,8 @@ type FlashAttn struct {
 	pipes map[pipeKey]*vk.Pipeline
 	// Split decode's counters, one per workgroup column, zero between
 	// dispatches (the last split resets its own). Each Record takes its
-	// own from a block (used of its words are taken), so recordings that
-	// run without a barrier between them never share one.
+	// own from the last block (used counts the words taken from it), so
+	// recordings that run without a barrier between them never share one.
 	counts []*vk.Buffer
 	used   int
 }
