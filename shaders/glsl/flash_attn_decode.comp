@@ -17,12 +17,14 @@
 // Llama-3 layer at KV 16384 on the H200; loading only the next step's K
 // ahead, 32.6. The loads in flight need registers, which 4-value loads
 // free: see attention.Plan.)
+//
 // The partial scores (KU keys × HG heads per lane) are summed over the
 // slot's KL lanes by a transposing reduction: at each of the log2 KL
 // butterfly steps a lane keeps half of its values and trades the other half
 // with its partner, so NP values take about NP shuffles instead of
-// NP × log2 KL. Each lane then holds NF full scores (one, for Llama-3's 4
-// heads × 4 keys over 16 lanes) and turns them into softmax weights itself;
+// NP × log2 KL. Each lane then holds NF full scores (one for Llama-3's 4
+// heads × 4 keys: the first 16 of a slot's 32 lanes hold one each, the rest
+// copies) and turns them into softmax weights itself;
 // the weights go through shared memory to every lane of the slot for the V
 // products.
 //
@@ -41,7 +43,9 @@
 // The workgroup is one or more lane groups of the wave (attention.Plan's
 // Groups): the slots of all of them share the key range and merge at the
 // end. More slots per workgroup mean fewer splits for the same number of
-// lanes on the device, which keeps the split merge below short.
+// lanes on the device, which keeps the split merge below short (256 splits
+// of one lane group each made the last split's merge the kernel's longest
+// part).
 //
 // Split-k: each split writes its unnormalised O with its (m, l), as
 // flash_attn.comp does, then counts itself done on an atomic counter of its
