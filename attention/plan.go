@@ -193,12 +193,11 @@ func (s Shape) Check() error {
 //     or the tile is staged in shared memory (prefill, see Stage), 8 when
 //     both, smaller while the shared memory would not fit.
 //   - Splits: only when the query blocks × KV-head groups cannot fill the
-//     device: in decode 512 lanes per compute unit (16 workgroups at wave
-//     32; 32 units assumed when unknown), because decode is latency bound
-//     and each workgroup is one lane group (on an H100, Llama-3-8B decode at
-//     16k took 252 µs with 32 splits, 73 with 128 and 46 with 256); in
-//     prefill 4 workgroups per compute unit; never below 2 tiles of keys per
-//     split at KVLen.
+//     device: in decode 512 lanes per compute unit (two workgroups of 256
+//     lanes; 32 units assumed when unknown), because decode is latency
+//     bound (see autoSplits); in prefill 4
+//     workgroups per compute unit; never below 2 tiles of keys per split at
+//     KVLen.
 func PlanFor(dev Device, w WaveChoice, s Shape, pref Prefs) (Plan, error) {
 	if err := s.Check(); err != nil {
 		return Plan{}, err
@@ -405,10 +404,9 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 	}
 	x, y, _ := p.Workgroups(s)
 	base := x * y
-	// Decode: 512 lanes per compute unit, 16 workgroups of one lane group
-	// of wave 32 or 2 of 256 lanes (on the H200 wave 64 took 37.4 µs per
-	// layer at KV 16384 with 132 one-group splits, 41.8 with 256, 45.8 with
-	// 192, 39.5 with 96).
+	// Decode: 512 lanes per compute unit, two workgroups of 256 lanes (on
+	// the H200 a Llama-3-8B layer at KV 16384 took 32.7 µs with 32 splits,
+	// 37.8 with 24 and 44.8 with 48, whose 384 workgroups take two waves).
 	target := 512 * cus / max(p.Lanes(), 32)
 	if !p.Decode() {
 		// A prefill workgroup is 8 or 16 rows over the whole KV range: on
