@@ -96,8 +96,11 @@ const bool SM_Q8 = Q8OUT;
 #include "split_merge.glsl"
 
 shared float sc[SL * NP];  // the step's scores, per slot
-shared float mo[SL * D];   // one head's O of each slot, for the final merge
-shared vec2 mml[SL];       // and its (m, l)
+// HM: heads the slots merge at a time at the end (as many as the shared
+// memory holds: attention.Plan.MergeHeads).
+layout(constant_id = 12) const uint HM = 1;
+shared float mo[SL * HM * D]; // HM heads' O of each slot, for the final merge
+shared vec2 mml[SL * HM];     // and their (m, l)
 shared bool last;          // this split finished its rows' last
 
 // pick returns a[i] for a lane-dependent i < n, by selects: indexing a
@@ -323,54 +326,60 @@ void main() {
         }
     }
 
-    // The slots meet, one head at a time: M = max m_s, w_s = exp2(m_s - M),
+    // The slots meet, HM heads at a time: M = max m_s, w_s = exp2(m_s - M),
     // O = Σ w_s O_s and L = Σ w_s l_s, written as flash_attn.comp writes
-    // them (normalised, or with SPLIT the partial and its (M, L)).
-    float ws[SL];
-    [[unroll]] for (uint h = 0; h < HG; h++) {
-        barrier(); // the previous head's reads are done
-        if (dl == 0) {
-            mml[slot] = vec2(m[h], l[h]);
-        }
-        [[unroll]] for (uint j = 0; j < NCH; j++) {
-            const uint ci = dl + j * KL;
-            if (ci < NCHUNK) {
-                [[unroll]] for (uint i = 0; i < HALF; i++) {
-                    const uint e = slot * D + ci * CH + 2 * i;
-                    mo[e] = o[(h * NCH + j) * HALF + i].x;
-                    mo[e + 1] = o[(h * NCH + j) * HALF + i].y;
+    // them (normalised, or with SPLIT the partial and its (M, L)). Each
+    // round costs two barriers, so the fewer the better.
+    [[unroll]] for (uint h0 = 0; h0 < HG; h0 += HM) {
+        barrier(); // the previous round's reads are done
+        [[unroll]] for (uint hh = 0; hh < HM; hh++) {
+            const uint h = h0 + hh;
+            if (h < HG) {
+                if (dl == 0) {
+                    mml[slot * HM + hh] = vec2(m[h], l[h]);
+                }
+                [[unroll]] for (uint j = 0; j < NCH; j++) {
+                    const uint ci = dl + j * KL;
+                    if (ci < NCHUNK) {
+                        [[unroll]] for (uint i = 0; i < HALF; i++) {
+                            const uint e = (slot * HM + hh) * D + ci * CH + 2 * i;
+                            mo[e] = o[(h * NCH + j) * HALF + i].x;
+                            mo[e + 1] = o[(h * NCH + j) * HALF + i].y;
+                        }
+                    }
                 }
             }
         }
         memoryBarrierShared();
         barrier();
-        float mx = NEG;
-        [[unroll]] for (uint r = 0; r < SL; r++) {
-            mx = max(mx, mml[r].x);
-        }
-        const float mx_use = mx > NEG_HALF ? mx : 0.0;
-        float lsum = 0.0;
-        [[unroll]] for (uint r = 0; r < SL; r++) {
-            ws[r] = exp2(mml[r].x - mx_use);
-            lsum += ws[r] * mml[r].y;
-        }
-        const uint row = qrow * pc.n_head + head0 + h; // row of [n_q][n_head]
-        uint obase = row * D;
-        float f = lsum > 0.0 ? 1.0 / lsum : 0.0; // a fully masked row outputs 0
-        if (SPLIT) {
-            const uint pr = gl_WorkGroupID.z * pc.n_q * pc.n_head + row;
-            obase = pr * D;
-            f = 1.0;
-            if (lane == 0) {
-                ml_out[pr] = vec2(mx, lsum);
+        for (uint x = lane; x < HM * D; x += W) {
+            const uint hh = x / D;
+            const uint d = x % D;
+            if (h0 + hh >= HG) {
+                break; // x only grows
             }
-        }
-        for (uint d = lane; d < D; d += W) {
-            float x = 0.0;
+            float mx = NEG;
             [[unroll]] for (uint r = 0; r < SL; r++) {
-                x += ws[r] * mo[r * D + d];
+                mx = max(mx, mml[r * HM + hh].x);
             }
-            o_out[obase + d] = x * f;
+            const float mx_use = mx > NEG_HALF ? mx : 0.0;
+            float lsum = 0.0;
+            float acc = 0.0;
+            [[unroll]] for (uint r = 0; r < SL; r++) {
+                const float w = exp2(mml[r * HM + hh].x - mx_use);
+                lsum += w * mml[r * HM + hh].y;
+                acc += w * mo[(r * HM + hh) * D + d];
+            }
+            const uint row = qrow * pc.n_head + head0 + h0 + hh; // row of [n_q][n_head]
+            if (SPLIT) {
+                const uint pr = gl_WorkGroupID.z * pc.n_q * pc.n_head + row;
+                o_out[pr * D + d] = acc;
+                if (d == 0) {
+                    ml_out[pr] = vec2(mx, lsum);
+                }
+            } else {
+                o_out[row * D + d] = lsum > 0.0 ? acc / lsum : 0.0; // a fully masked row outputs 0
+            }
         }
     }
     if (!SPLIT) {

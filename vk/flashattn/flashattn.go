@@ -89,7 +89,7 @@ type FlashAttn struct {
 type pipeKey struct {
 	name string
 	sg   int
-	spec [12]uint32
+	spec [13]uint32
 }
 
 // Device converts the runtime's device report into the policy's view.

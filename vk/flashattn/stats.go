@@ -38,5 +38,5 @@ func (f *FlashAttn) mainPipeline(p attention.Plan, q8 bool) (*vk.Pipeline, error
 	}
 	return f.pipeline(p.Shader(), bindings, 20, p.Wave,
 		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8))
+		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8), uint32(max(p.MergeHeads, 1)))
 }
