@@ -103,7 +103,7 @@ shared float mo[SL * HM * D]; // HM heads' O of each slot, for the final merge
 shared vec2 mml[SL * HM];     // and their (m, l)
 shared bool last;          // this split finished its rows' last
 
-// pick returns a[i] for a lane-dependent i < n, by selects: indexing a
+// PICK sets r to a[i] for a lane-dependent i < n, by selects: indexing a
 // register array with it would send the array to memory.
 #define PICK(r, a, i, n)                 \
     r = a[0];                            \
@@ -249,11 +249,11 @@ void main() {
         // This lane's scores, index h × KU + u: masked (NEG) past ke, where
         // the mask excludes the key and for the padding heads (h >= HG).
         bool big = false; // a score passes its head's max by more than LAZY
+        float mh[NF];     // each score's head max
         [[unroll]] for (uint x = 0; x < NF; x++) {
             const uint h = (rbase + x) / KU;
             const uint u = (rbase + x) % KU;
-            float mh;
-            PICK(mh, m, h, HG)
+            PICK(mh[x], m, h, HG)
             bool live = h < HG && k0 + u < ke;
             if (MASK) {
                 float mu;
@@ -262,7 +262,7 @@ void main() {
                 s[x] += mu;
             }
             s[x] = live ? s[x] : NEG;
-            big = big || s[x] > mh + LAZY;
+            big = big || s[x] > mh[x] + LAZY;
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier(); // the previous step's reads of sc are done
@@ -293,6 +293,9 @@ void main() {
                     m[h] = tmax;
                 }
             }
+            [[unroll]] for (uint x = 0; x < NF; x++) {
+                PICK(mh[x], m, (rbase + x) / KU, HG)
+            }
             subgroupMemoryBarrierShared();
             subgroupBarrier(); // the reads of the scores are done
         }
@@ -300,9 +303,7 @@ void main() {
         // may still be NEG, where exp2(NEG - m) would be 1).
         if (dl < TR) {
             [[unroll]] for (uint x = 0; x < NF; x++) {
-                float mh;
-                PICK(mh, m, (rbase + x) / KU, HG)
-                sc[slot * NP + rbase + x] = s[x] > NEG_HALF ? exp2(s[x] - mh) : 0.0;
+                sc[slot * NP + rbase + x] = s[x] > NEG_HALF ? exp2(s[x] - mh[x]) : 0.0;
             }
         }
         subgroupMemoryBarrierShared();

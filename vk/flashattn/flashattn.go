@@ -52,13 +52,13 @@ type IO struct {
 	// barriers between dependent ops already order them.
 	Scratch vk.Binding
 	// Q8, when its Buf is set, receives Out in the 8-bit layout of
-	// kernels.QuantizeQ8 as well, written by the reduce pass; only for
+	// kernels.QuantizeQ8 as well, written by the split merge; only for
 	// plans that split (WritesQ8) and head dims that are multiples of 32.
 	Q8 vk.Binding
 }
 
 // WritesQ8 says whether Record fills IO.Q8 for sh: with split-k, whose
-// reduce pass rounds its output too, and head dims in whole blocks of 32.
+// merge rounds its output too, and head dims in whole blocks of 32.
 func (f *FlashAttn) WritesQ8(sh Shape) bool {
 	p, err := f.Plan(sh)
 	return err == nil && p.Splits > 1 && sh.HeadDim%32 == 0
