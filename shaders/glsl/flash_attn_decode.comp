@@ -130,47 +130,67 @@ void main() {
     const uint kb = keys.x;
     const uint ke = keys.y;
 
-    // Q of every head, pre-scaled into log2 units so the softmax runs on
-    // exp2.
-    vec2 q[HG * NV];
-    vec2 o[HG * NV];
-    float m[HG];
-    float l[HG];
-    const float qscale = pc.scale * LOG2E;
-    [[unroll]] for (uint h = 0; h < HG; h++) {
-        const uint qbase = (qrow * pc.n_head + head0 + h) * D;
-        [[unroll]] for (uint j = 0; j < NCH; j++) {
-            const uint ci = dl + j * KL;
-            [[unroll]] for (uint i = 0; i < HALF; i++) {
-                vec2 x = vec2(0.0);
-                if (ci < NCHUNK) {
-                    const uint e = qbase + ci * CH + 2 * i;
-                    x = vec2(q_in[e], q_in[e + 1]);
-                }
-                q[(h * NCH + j) * HALF + i] = x * qscale;
-                o[(h * NCH + j) * HALF + i] = vec2(0.0);
-            }
-        }
-        m[h] = NEG;
-        l[h] = 0.0;
-    }
-
     // After the reduction a lane holds the full sums of scores rbase ..
-    // rbase+NF-1: each transposing step on lane bit b kept the upper half
-    // where the bit is set. Lanes past TR hold copies.
+    // rbase+NF-1 (score index h × KU + u): each transposing step on lane
+    // bit b keeps the half whose index bit NP/(2b) is the lane's bit. Lanes
+    // past TR hold copies.
     uint rbase = 0;
     [[unroll]] for (uint b = 1; b < TR; b *= 2) {
         if ((dl & b) != 0) {
             rbase += NP / (2 * b);
         }
     }
+    // So that every step of the reduction keeps its lower half and trades
+    // the upper one, with no selects, a lane's partial score y is that of
+    // index y ^ rbase: its Q registers of head slot h hold head h ^ hx and
+    // its K registers of key slot u key u ^ ux. (Choosing the halves by
+    // the lane's bit took two selects per shuffle.) O, the weights and the
+    // V rows stay in index order.
+    const uint hx = rbase / KU;
+    const uint ux = rbase % KU;
 
-    // LOAD_ROWS(r, load, first) loads this lane's chunks of KU K or V rows
-    // from key first on. Keys past ke load the last valid key (no branch
-    // around the loads) and are masked.
-#define LOAD_ROWS(r, load, first)                                           \
+    // Q of every head, pre-scaled into log2 units so the softmax runs on
+    // exp2; the padding heads of a group that is not a power of two are 0.
+    vec2 q[HGP * NV];
+    vec2 o[HG * NV];
+    float m[HG];
+    const float qscale = pc.scale * LOG2E;
+    [[unroll]] for (uint hs = 0; hs < HGP; hs++) {
+        const uint h = hs ^ hx;
+        const uint qbase = (qrow * pc.n_head + head0 + h) * D;
+        [[unroll]] for (uint j = 0; j < NCH; j++) {
+            const uint ci = dl + j * KL;
+            [[unroll]] for (uint i = 0; i < HALF; i++) {
+                vec2 x = vec2(0.0);
+                if (ci < NCHUNK && h < HG) {
+                    const uint e = qbase + ci * CH + 2 * i;
+                    x = vec2(q_in[e], q_in[e + 1]);
+                }
+                q[(hs * NCH + j) * HALF + i] = x * qscale;
+            }
+        }
+    }
+    [[unroll]] for (uint v = 0; v < HG * NV; v++) {
+        o[v] = vec2(0.0);
+    }
+    [[unroll]] for (uint h = 0; h < HG; h++) {
+        m[h] = NEG;
+    }
+    // A lane sums the weights of its own scores; the slot's lanes add them
+    // up per head at the end (one add per score instead of one per head
+    // and key in every lane).
+    float lw[NF];
+    [[unroll]] for (uint x = 0; x < NF; x++) {
+        lw[x] = 0.0;
+    }
+
+    // LOAD_ROWS(r, load, first, px) loads this lane's chunks of KU K or V
+    // rows from key first on, key first + (u ^ px) into slot u. Keys past
+    // ke load the last valid key (no branch around the loads) and are
+    // masked.
+#define LOAD_ROWS(r, load, first, px)                                       \
     [[unroll]] for (uint u = 0; u < KU; u++) {                              \
-        const uint base = min((first) + u, ke - 1) * kv_stride + kv_off;    \
+        const uint base = min((first) + (u ^ (px)), ke - 1) * kv_stride + kv_off; \
         [[unroll]] for (uint j = 0; j < NCH; j++) {                         \
             const uint ci = dl + j * KL;                                    \
             r[u * NCH + j] = ci < NCHUNK ? load(base + ci * CH) : uvec4(0u); \
@@ -179,8 +199,8 @@ void main() {
     uvec4 kn[KU * NCH]; // the next step's K and V, in flight
     uvec4 vn[KU * NCH];
     if (kb < ke) {
-        LOAD_ROWS(kn, load_k, kb + slot * KU)
-        LOAD_ROWS(vn, load_v, kb + slot * KU)
+        LOAD_ROWS(kn, load_k, kb + slot * KU, ux)
+        LOAD_ROWS(vn, load_v, kb + slot * KU, 0)
     }
     for (uint t = kb; t < ke; t += BC) {
         const uint k0 = t + slot * KU; // this slot's first key
@@ -194,8 +214,8 @@ void main() {
             // Uniform in the subgroup, so the shuffles below stay whole.
             if (!subgroupAny(live)) {
                 if (t + BC < ke) {
-                    LOAD_ROWS(kn, load_k, k0 + BC)
-                    LOAD_ROWS(vn, load_v, k0 + BC)
+                    LOAD_ROWS(kn, load_k, k0 + BC, ux)
+                    LOAD_ROWS(vn, load_v, k0 + BC, 0)
                 }
                 continue;
             }
@@ -210,11 +230,11 @@ void main() {
             vr[x] = vn[x];
         }
         if (t + BC < ke) {
-            LOAD_ROWS(kn, load_k, k0 + BC)
-            LOAD_ROWS(vn, load_v, k0 + BC)
+            LOAD_ROWS(kn, load_k, k0 + BC, ux)
+            LOAD_ROWS(vn, load_v, k0 + BC, 0)
         }
 
-        // This lane's share of q·k for every key and head, each K pair
+        // This lane's share of q·k for every key and head slot, each K pair
         // decoded once for all heads.
         float s[NP];
         [[unroll]] for (uint x = 0; x < NP; x++) {
@@ -224,7 +244,7 @@ void main() {
             [[unroll]] for (uint j = 0; j < NCH; j++) {
                 [[unroll]] for (uint i = 0; i < HALF; i++) {
                     const vec2 k = unpackHalf2x16(kr[u * NCH + j][i]);
-                    [[unroll]] for (uint h = 0; h < HG; h++) {
+                    [[unroll]] for (uint h = 0; h < HGP; h++) {
                         s[h * KU + u] += dot(q[(h * NCH + j) * HALF + i], k);
                     }
                 }
@@ -235,12 +255,8 @@ void main() {
         [[unroll]] for (uint b = 1; b < KL; b *= 2) {
             const uint n = NP / b; // values a lane holds before this step
             if (n >= 2) {
-                const uint hn = n / 2;
-                const bool hi = (dl & b) != 0;
-                [[unroll]] for (uint x = 0; x < hn; x++) {
-                    const float keep = hi ? s[x + hn] : s[x];
-                    const float give = hi ? s[x] : s[x + hn];
-                    s[x] = keep + subgroupShuffleXor(give, b);
+                [[unroll]] for (uint x = 0; x < n / 2; x++) {
+                    s[x] += subgroupShuffleXor(s[x + n / 2], b);
                 }
             } else {
                 s[0] += subgroupShuffleXor(s[0], b);
@@ -286,7 +302,6 @@ void main() {
                     // While every score so far was masked m is NEG, and O and
                     // l are 0: alpha = 0 leaves them so.
                     const float alpha = exp2(m[h] - tmax);
-                    l[h] *= alpha;
                     [[unroll]] for (uint v = 0; v < NV; v++) {
                         o[h * NV + v] *= alpha;
                     }
@@ -294,16 +309,20 @@ void main() {
                 }
             }
             [[unroll]] for (uint x = 0; x < NF; x++) {
+                const float old = mh[x];
                 PICK(mh[x], m, (rbase + x) / KU, HG)
+                lw[x] *= exp2(old - mh[x]);
             }
             subgroupMemoryBarrierShared();
             subgroupBarrier(); // the reads of the scores are done
         }
         // The weights, against each head's max: masked scores weigh 0 (m
         // may still be NEG, where exp2(NEG - m) would be 1).
-        if (dl < TR) {
-            [[unroll]] for (uint x = 0; x < NF; x++) {
-                sc[slot * NP + rbase + x] = s[x] > NEG_HALF ? exp2(s[x] - mh[x]) : 0.0;
+        [[unroll]] for (uint x = 0; x < NF; x++) {
+            const float w = s[x] > NEG_HALF ? exp2(s[x] - mh[x]) : 0.0;
+            lw[x] += w;
+            if (dl < TR) {
+                sc[slot * NP + rbase + x] = w;
             }
         }
         subgroupMemoryBarrierShared();
@@ -312,7 +331,6 @@ void main() {
         [[unroll]] for (uint h = 0; h < HG; h++) {
             [[unroll]] for (uint u = 0; u < KU; u++) {
                 p[h * KU + u] = sc[slot * NP + h * KU + u];
-                l[h] += p[h * KU + u];
             }
         }
         [[unroll]] for (uint u = 0; u < KU; u++) {
@@ -324,6 +342,19 @@ void main() {
                     }
                 }
             }
+        }
+    }
+
+    // Each head's l: the weights the slot's lanes summed (lanes past TR
+    // hold copies and add nothing).
+    float l[HG];
+    [[unroll]] for (uint h = 0; h < HG; h++) {
+        l[h] = 0.0;
+        [[unroll]] for (uint x = 0; x < NF; x++) {
+            l[h] += dl < TR && (rbase + x) / KU == h ? lw[x] : 0.0;
+        }
+        [[unroll]] for (uint b = 1; b < KL; b *= 2) {
+            l[h] += subgroupShuffleXor(l[h], b);
         }
     }
 
