@@ -38,6 +38,12 @@ func (a Attention) String() string {
 	if a.Stage != "" {
 		s += " stage " + a.Stage
 	}
+	if a.Groups != 0 {
+		s += fmt.Sprintf(" groups %d", a.Groups)
+	}
+	if a.Chunk != 0 {
+		s += fmt.Sprintf(" chunk %d", a.Chunk)
+	}
 	return s
 }
 
@@ -54,8 +60,9 @@ func (a Attention) String() string {
 // dim. Bc 0 is the policy's for the wave; a Bc the plan rejects for a wave
 // is listed as not run, with the plan's reason.
 //
-// Q-heads per workgroup and staging are swept apart from that grid, at the
-// policy's other choices (attentionExtras), to keep the sweep short.
+// Q-heads per workgroup, staging, and decode's lane groups and load width
+// are swept apart from that grid, at the policy's other choices
+// (attentionExtras), to keep the sweep short.
 func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attention) {
 	decodeBcs, splits := []int{0, 16, 64, 128}, []int{0, 1, 8, 32, 128, 256}
 	prefillBcs, brs, prefillSplits := []int{16, 32, 64}, []int{8, 16}, []int{0, 1}
@@ -83,22 +90,29 @@ func defaultAttention(info vk.DeviceInfo, quick bool) (decode, prefill []Attenti
 	return append(decode, d...), append(prefill, p...)
 }
 
-// attentionExtras lists the q-heads per workgroup and staging variants:
-// 1 and 2 heads (decode and prefill) and staging off (prefill) at every
-// wave, the policy choosing the rest. The policy takes the most heads
-// that fit and stages wherever it can; these show what fewer heads (more
-// workgroups) and unstaged tiles cost on the device. A heads count that
-// does not divide the model's GQA group is listed as not run. Quick mode
-// takes one of each kind at the policy's wave.
+// attentionExtras lists the variants of the policy's other choices: 1
+// and 2 q-heads per workgroup (decode and prefill), staging off (prefill),
+// and decode workgroups of 1 to 16 lane groups and with 16-byte loads, at
+// every wave, the policy choosing the rest. The policy takes the most
+// heads that fit, stages wherever it can, and gives decode 256-lane
+// workgroups of 8-byte loads (measured on the H200 only); these show what
+// the alternatives cost on the device, RDNA's above all. A heads count
+// that does not divide the model's GQA group, or a workgroup the device
+// cannot hold, is listed as not run. Quick mode takes one of each kind at
+// the policy's wave.
 func attentionExtras(waves []attention.WaveChoice, quick bool) (decode, prefill []Attention) {
 	if quick {
-		return []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}
+		return []Attention{{Heads: 1}, {Groups: 2}, {Chunk: 8}}, []Attention{{Stage: StageOff}}
 	}
 	for _, w := range waves {
 		for _, h := range []int{1, 2} {
 			decode = append(decode, Attention{Wave: w.W, Heads: h})
 			prefill = append(prefill, Attention{Wave: w.W, Heads: h})
 		}
+		for g := 1; g <= maxGroups; g *= 2 {
+			decode = append(decode, Attention{Wave: w.W, Groups: g})
+		}
+		decode = append(decode, Attention{Wave: w.W, Chunk: 8})
 		prefill = append(prefill, Attention{Wave: w.W, Stage: StageOff})
 	}
 	return decode, prefill
@@ -383,14 +397,18 @@ func (c *attnCase) record(s *vk.Sequence, fa *flashattn.FlashAttn, v Attention, 
 	}
 	if v == (Attention{}) {
 		cell.Variant = fmt.Sprintf("policy (wave %d Br %d Bc %d splits %d heads %d%s)",
-			plan.Wave.W, plan.Br, plan.Bc, plan.Splits, plan.Heads, staged(plan))
+			plan.Wave.W, plan.Br, plan.Bc, plan.Splits, plan.Heads, planMore(plan))
 	}
 	return fa.Record(s, c.io, c.sh)
 }
 
-// staged names a plan's staging for the policy's cell: " staged" or "".
-func staged(p attention.Plan) string {
-	if p.Stage {
+// planMore names the rest of a plan for the policy's cell: decode's lane
+// groups and load width, prefill's staging (" staged" or nothing).
+func planMore(p attention.Plan) string {
+	switch {
+	case p.Decode():
+		return fmt.Sprintf(" groups %d chunk %d", p.Groups, p.Chunk)
+	case p.Stage:
 		return " staged"
 	}
 	return ""

@@ -160,6 +160,10 @@ type Attention struct {
 	// "on" ("" is the policy's). A word, not attention.StagePref's number,
 	// so that a profile reads clearly and an edit cannot shift its meaning.
 	Stage string `json:"stage,omitempty"`
+	// Groups and Chunk are decode's lane groups per workgroup and f16
+	// values per load (attention.Prefs.Groups, Prefs.Chunk).
+	Groups int `json:"groups,omitempty"`
+	Chunk  int `json:"chunk,omitempty"`
 }
 
 // Staging choices of Attention.Stage.
@@ -190,7 +194,7 @@ func (a Attention) Options(wave int) flashattn.Options {
 		wave = a.Wave
 	}
 	return flashattn.Options{Wave: wave, Prefs: attention.Prefs{Br: a.Br, Bc: a.Bc, Splits: a.Splits,
-		Heads: a.Heads, Stage: stagePref(a.Stage)}}
+		Heads: a.Heads, Stage: stagePref(a.Stage), Groups: a.Groups, Chunk: a.Chunk}}
 }
 
 // Profile is the measured geometry for one device. Sections are nil where
@@ -387,14 +391,23 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 // checks that per dispatch.
 const maxHeads, maxDecodeHeads = 32, 16
 
+// maxGroups bounds Attention.Groups: 16 lane groups of 64 are the most
+// invocations a workgroup may have anywhere (1024); the plan checks the
+// device's own limit and that the count is a power of two.
+const maxGroups = 16
+
 // check reports whether a is in range for decode or prefill attention.
 func (a Attention) check(decode bool) error {
 	heads, mode := maxHeads, "prefill"
 	if decode {
 		heads, mode = maxDecodeHeads, "decode"
 	}
-	if a.Br < 0 || a.Bc < 0 || a.Splits < 0 || a.Splits > attention.MaxSplits || a.Heads < 0 || a.Heads > heads {
+	if a.Br < 0 || a.Bc < 0 || a.Splits < 0 || a.Splits > attention.MaxSplits || a.Heads < 0 || a.Heads > heads ||
+		a.Groups < 0 || a.Groups > maxGroups || (a.Chunk != 0 && a.Chunk != 4 && a.Chunk != 8) {
 		return fmt.Errorf("%s attention %+v is out of range", mode, a)
+	}
+	if !decode && (a.Groups != 0 || a.Chunk != 0) {
+		return fmt.Errorf("prefill attention %+v: lane groups and load width are decode's", a)
 	}
 	if a.Stage != "" && a.Stage != StageOff && a.Stage != StageOn {
 		return fmt.Errorf("%s attention stage %q, want %q, %q or none", mode, a.Stage, StageOff, StageOn)

@@ -277,6 +277,10 @@ func TestDefaultAttention(t *testing.T) {
 	var full, fullPrefill []Attention
 	for _, w := range waves {
 		full = append(full, Attention{Wave: w.W, Heads: 1}, Attention{Wave: w.W, Heads: 2})
+		for _, g := range []int{1, 2, 4, 8, 16} {
+			full = append(full, Attention{Wave: w.W, Groups: g})
+		}
+		full = append(full, Attention{Wave: w.W, Chunk: 8})
 		fullPrefill = append(fullPrefill, Attention{Wave: w.W, Heads: 1}, Attention{Wave: w.W, Heads: 2}, Attention{Wave: w.W, Stage: StageOff})
 	}
 	for _, c := range []struct {
@@ -284,7 +288,7 @@ func TestDefaultAttention(t *testing.T) {
 		decode, prefill           []int
 		decodeExtra, prefillExtra []Attention
 	}{{false, []int{0, 16, 64, 128}, []int{16, 32, 64}, full, fullPrefill},
-		{true, []int{0, 64}, []int{16, 32}, []Attention{{Heads: 1}}, []Attention{{Stage: StageOff}}}} {
+		{true, []int{0, 64}, []int{16, 32}, []Attention{{Heads: 1}, {Groups: 2}, {Chunk: 8}}, []Attention{{Stage: StageOff}}}} {
 		decode, prefill := defaultAttention(d.Info(), c.quick)
 		if decode[0] != (Attention{}) || prefill[0] != (Attention{}) {
 			t.Errorf("quick %v: the policy is not first", c.quick)
@@ -298,7 +302,7 @@ func TestDefaultAttention(t *testing.T) {
 			distinct(t, l.vs, Attention.String)
 			grid, extra := splitExtras(l.vs)
 			if !slices.Equal(extra, l.extra) {
-				t.Errorf("quick %v: %s heads and staging variants %v, want %v", c.quick, l.name, extra, l.extra)
+				t.Errorf("quick %v: %s variants apart from the grid %v, want %v", c.quick, l.name, extra, l.extra)
 			}
 			bcs := map[int]map[int]bool{} // by wave
 			for _, v := range grid {
@@ -321,11 +325,11 @@ func TestDefaultAttention(t *testing.T) {
 	}
 }
 
-// splitExtras separates the variants that set q-heads per workgroup or
-// staging from the Br, Bc and split-k grid.
+// splitExtras separates the variants that set q-heads per workgroup,
+// staging, lane groups or load width from the Br, Bc and split-k grid.
 func splitExtras(vs []Attention) (grid, extra []Attention) {
 	for _, v := range vs {
-		if v.Heads != 0 || v.Stage != "" {
+		if v.Heads != 0 || v.Stage != "" || v.Groups != 0 || v.Chunk != 0 {
 			extra = append(extra, v)
 		} else {
 			grid = append(grid, v)
@@ -350,6 +354,8 @@ func TestAttentionJSON(t *testing.T) {
 		{Attention{Br: 16, Heads: 1, Stage: StageOff}, `{"wave":0,"br":16,"bc":0,"splits":0,"heads":1,"stage":"off"}`,
 			attention.Prefs{Br: 16, Heads: 1, Stage: attention.StageOff}},
 		{Attention{Stage: StageOn}, `{"wave":0,"br":0,"bc":0,"splits":0,"stage":"on"}`, attention.Prefs{Stage: attention.StageOn}},
+		{Attention{Wave: 64, Groups: 4, Chunk: 8}, `{"wave":64,"br":0,"bc":0,"splits":0,"groups":4,"chunk":8}`,
+			attention.Prefs{Groups: 4, Chunk: 8}},
 	} {
 		b, err := json.Marshal(c.a)
 		if err != nil || string(b) != c.json {
@@ -366,6 +372,9 @@ func TestAttentionJSON(t *testing.T) {
 	if s := (Attention{Wave: 64, Heads: 2, Stage: StageOff}).String(); s != "wave 64 Br auto Bc auto splits auto heads 2 stage off" {
 		t.Errorf("named %q", s)
 	}
+	if s := (Attention{Groups: 2, Chunk: 8}).String(); s != "wave auto Br auto Bc auto splits auto groups 2 chunk 8" {
+		t.Errorf("named %q", s)
+	}
 	if s := (Attention{Bc: 16}).String(); s != "wave auto Br auto Bc 16 splits auto" {
 		t.Errorf("named %q: a variant without heads or staging changed its name", s)
 	}
@@ -377,21 +386,30 @@ func TestAttentionJSON(t *testing.T) {
 }
 
 // TestSweepAttentionQuick runs the quick attention sweep with its default
-// lists: the heads and staging variants run and pass parity, and both
-// modes get a profile section.
+// lists: the heads, staging, lane-group and load-width variants run and
+// pass parity, the policy's cell names its decode geometry, and both modes
+// get a profile section.
 func TestSweepAttentionQuick(t *testing.T) {
 	d := open(t)
 	r, err := Sweep(d, tiny, Options{Reps: 1, Quick: true, Kernels: []string{KernelAttention}, Log: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"decode attention": Attention{Heads: 1}.String(), "prefill attention": Attention{Stage: StageOff}.String()}
+	want := map[string][]string{
+		"decode attention":  {Attention{Heads: 1}.String(), Attention{Groups: 2}.String(), Attention{Chunk: 8}.String()},
+		"prefill attention": {Attention{Stage: StageOff}.String()},
+	}
 	for _, tb := range r.Tables {
-		i := slices.IndexFunc(tb.Cells, func(c Cell) bool { return c.Variant == want[tb.Kernel] })
-		if i < 0 {
-			t.Errorf("%s %s: no %q cell", tb.Kernel, tb.Shape, want[tb.Kernel])
-		} else if c := tb.Cells[i]; !c.OK() || !(c.MaxErr <= c.Bound) {
-			t.Errorf("%s %s %s: %+v", tb.Kernel, tb.Shape, c.Variant, c)
+		for _, name := range want[tb.Kernel] {
+			i := slices.IndexFunc(tb.Cells, func(c Cell) bool { return c.Variant == name })
+			if i < 0 {
+				t.Errorf("%s %s: no %q cell", tb.Kernel, tb.Shape, name)
+			} else if c := tb.Cells[i]; !c.OK() || !(c.MaxErr <= c.Bound) {
+				t.Errorf("%s %s %s: %+v", tb.Kernel, tb.Shape, c.Variant, c)
+			}
+		}
+		if tb.Kernel == "decode attention" && !strings.Contains(tb.Cells[0].Variant, " groups ") {
+			t.Errorf("%s %s: the policy's cell %q does not name its lane groups", tb.Kernel, tb.Shape, tb.Cells[0].Variant)
 		}
 	}
 	if len(r.Tables) != 4 || r.Profile.Decode == nil || r.Profile.Prefill == nil || len(r.Unchosen) > 0 {
@@ -490,6 +508,9 @@ func TestProfileLookup(t *testing.T) {
 	bad("decode stage", "never stages", func(p *Profile) { p.Decode = &Attention{Stage: StageOn} })
 	bad("decode heads", "decode attention", func(p *Profile) { p.Decode = &Attention{Heads: 17} })
 	bad("prefill heads", "prefill attention", func(p *Profile) { p.Prefill = &Attention{Heads: -1} })
+	bad("decode chunk", "decode attention", func(p *Profile) { p.Decode = &Attention{Chunk: 6} })
+	bad("decode groups", "decode attention", func(p *Profile) { p.Decode = &Attention{Groups: 32} })
+	bad("prefill groups", "decode's", func(p *Profile) { p.Prefill = &Attention{Groups: 2} })
 
 	for name, data := range map[string]string{"truncated": `{"format": 1, "key": {`, "garbage": "\x00\x01",
 		"unknown field": `{"format": 1, "tiles": []}`, "two objects": `{"format": 1} {}`} {
