@@ -119,7 +119,8 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		}
 		if err == nil {
 			var e *engine.Engine
-			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot}
+			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot,
+				Warn: os.Stderr}
 			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
 				dev.Close()
 				return nil, err

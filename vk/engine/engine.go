@@ -5,6 +5,7 @@ package engine
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/quant"
@@ -33,19 +34,25 @@ type Options struct {
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
 	// its flash-attention wave.
 	Tune *tune.Profile
+	// Warn receives one-line warnings: a tuning profile's attention
+	// choices that do not fit the model. Nil discards them.
+	Warn io.Writer
 }
 
 // Engine is the Vulkan backend.
 type Engine struct {
-	dev     *vk.Device
-	o       Options
-	prof    map[string]*OpStat
-	k       *kernels.Kernels
-	fa      *flashattn.FlashAttn // decode (one query)
-	faPre   *flashattn.FlashAttn // prefill: tuned apart (Br, no forced split-k)
-	weights arena
-	cache   backend.Cache
-	kc, vc  []*vk.Buffer // per layer f16 [Context][KVDim]
+	dev   *vk.Device
+	o     Options
+	prof  map[string]*OpStat
+	k     *kernels.Kernels
+	fa    *flashattn.FlashAttn // decode (one query)
+	faPre *flashattn.FlashAttn // prefill: tuned apart (Br, no forced split-k)
+	// The policy's decode and prefill attention at the same waves, for
+	// shapes the profile's choices do not fit (made when first needed).
+	faPolicy [2]*flashattn.FlashAttn
+	weights  arena
+	cache    backend.Cache
+	kc, vc   []*vk.Buffer // per layer f16 [Context][KVDim]
 	// q8Weights: some weight takes 8-bit activations, so kernels writing
 	// activations also write their 8-bit copies.
 	q8Weights bool
@@ -95,12 +102,37 @@ func (e *Engine) Wave() (requested, subgroup int) {
 	return w.W, w.Subgroup
 }
 
-// flash is the flash attention of an n-token batch.
-func (e *Engine) flash(n int) *flashattn.FlashAttn {
-	if n == 1 {
-		return e.fa
+// flashFor is the flash attention of a batch of shape sh: the tuned one
+// for its mode (decode or prefill), or, where the tuning profile's choices
+// do not fit sh (a profile measures one model's shapes: 4 q-heads per
+// workgroup cannot serve a GQA group of 7), the policy's at the same wave,
+// with a warning. Without a profile a shape the policy cannot plan is an
+// error.
+func (e *Engine) flashFor(sh flashattn.Shape) (*flashattn.FlashAttn, error) {
+	mode, name := 0, "decode"
+	fa := e.fa
+	if sh.Queries > 1 {
+		mode, name, fa = 1, "prefill", e.faPre
 	}
-	return e.faPre
+	_, err := fa.Plan(sh)
+	if err == nil || e.o.Tune == nil {
+		return fa, err
+	}
+	if e.faPolicy[mode] == nil {
+		policy, perr := flashattn.New(e.dev, flashattn.Options{Wave: fa.Wave().W})
+		if perr != nil {
+			return nil, perr
+		}
+		if _, perr := policy.Plan(sh); perr != nil {
+			policy.Close()
+			return nil, err
+		}
+		e.faPolicy[mode] = policy
+		if e.o.Warn != nil {
+			fmt.Fprintf(e.o.Warn, "warning: the tuning profile's %s attention does not fit this model (%v); using the built-in choice\n", name, err)
+		}
+	}
+	return e.faPolicy[mode], nil
 }
 
 // Tuning is the tuning profile in use; nil means the built-in defaults.
@@ -216,6 +248,11 @@ func (e *Engine) Close() {
 	e.k.Close()
 	e.fa.Close()
 	e.faPre.Close()
+	for _, fa := range e.faPolicy {
+		if fa != nil {
+			fa.Close()
+		}
+	}
 	if e.o.OwnDevice {
 		e.dev.Close()
 	}

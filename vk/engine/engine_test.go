@@ -12,6 +12,7 @@ import (
 	"github.com/vkinfer/vkinfer/internal/fixtures"
 	"github.com/vkinfer/vkinfer/model"
 	"github.com/vkinfer/vkinfer/model/synth"
+	"github.com/vkinfer/vkinfer/tune"
 
 	"github.com/vkinfer/vkinfer/internal/golden"
 	"github.com/vkinfer/vkinfer/internal/vktest"
@@ -153,5 +154,51 @@ func TestReserveRefusesOversizedModel(t *testing.T) {
 	}
 	if err := e.Reserve(1<<20, backend.Cache{Layers: 1, Context: 16, KVDim: 8}); err != nil {
 		t.Fatalf("a 1 MiB model was refused: %v", err)
+	}
+}
+
+// TestTunedAttentionMisfit runs a model under a tuning profile whose
+// attention choices (4 q-heads per workgroup) do not fit its GQA group of
+// 2, as a profile measured on Llama-3 would not fit this model: the engine
+// takes the policy's attention for it, says so once per mode, and its
+// logits are those of the engine without a profile. Before, the model
+// failed to build.
+func TestTunedAttentionMisfit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.Write(path, "tiny", "f16", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	prompt := []int32{1, 403, 407, 261, 378, 300, 400, 411, 259, 350, 290, 401, 402, 277, 288, 301, 302}
+	run := func(o engine.Options) []float32 {
+		// ubatch 16: the prompt is a 16-query prefill, then a decode step.
+		m, err := model.Load(f, openWith(t, o), model.Options{Context: 64, UBatch: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		out, err := m.Forward(prompt, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), out...)
+	}
+	want := run(engine.Options{})
+	var warn strings.Builder
+	misfit := &tune.Profile{Decode: &tune.Attention{Heads: 4}, Prefill: &tune.Attention{Heads: 4}}
+	got := run(engine.Options{Tune: misfit, Warn: &warn})
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("logit %d: %v under the misfit profile, %v without one", i, got[i], want[i])
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(warn.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "tuning profile's") || !strings.Contains(warn.String(), "decode attention") ||
+		!strings.Contains(warn.String(), "prefill attention") {
+		t.Errorf("want one warning for decode and one for prefill, got:\n%s", warn.String())
 	}
 }

@@ -326,7 +326,11 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	}
 	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
 	io := flashattn.IO{Q: in, K: kc, V: vc, Out: out, Step: whole(p.step)}
-	fa := p.e.flash(p.n)
+	fa, err := p.e.flashFor(sh)
+	if err != nil {
+		p.fail(err)
+		return
+	}
 	size, err := fa.ScratchBytes(sh)
 	if err != nil {
 		p.fail(err)
