@@ -388,7 +388,8 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 // maxHeads bounds Attention.Heads: a workgroup owns at most 32 rows
 // (prefill) and decode pads at most 16 heads. Whether Heads divides the
 // GQA group depends on the model, which the profile does not fix: the plan
-// checks that per dispatch.
+// checks that per dispatch, and the engine takes the policy's choice for a
+// model the profile's does not fit (engine.Engine's flashFor).
 const maxHeads, maxDecodeHeads = 32, 16
 
 // maxGroups bounds Attention.Groups: 16 lane groups of 64 are the most
