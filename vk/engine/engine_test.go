@@ -88,7 +88,6 @@ func TestMatchesCPU(t *testing.T) {
 			paths["synth "+preset+" "+ft] = p
 		}
 	}
-	prompt := []int32{1, 403, 407, 261, 378, 300, 400, 411, 259, 350, 290, 401, 402, 277, 288, 301, 302}
 	for name, path := range paths {
 		t.Run(name, func(t *testing.T) {
 			f, err := gguf.Open(path)
@@ -96,18 +95,7 @@ func TestMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			run := func(be backend.Backend, ub int) []float32 {
-				m, err := model.Load(f, be, model.Options{Context: 64, UBatch: ub})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer m.Close()
-				out, err := m.Forward(prompt, 0, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return append([]float32(nil), out...)
-			}
+			run := func(be backend.Backend, ub int) []float32 { return forward(t, f, be, ub) }
 			// ubatch 16: a 16-token batch through the tiled matmul, which stages
 			// quantized weights in shared memory as f16 (11-bit mantissas, as
 			// llama.cpp's Vulkan matmul does), about 1e-3 of the largest logit.
@@ -135,6 +123,25 @@ func TestMatchesCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// prompt is 17 tokens: with ubatch 16, a 16-token batch and a 1-token one.
+var prompt = []int32{1, 403, 407, 261, 378, 300, 400, 411, 259, 350, 290, 401, 402, 277, 288, 301, 302}
+
+// forward loads f on be with batches of ub tokens and returns the logits
+// of every prompt position.
+func forward(t *testing.T, f *gguf.File, be backend.Backend, ub int) []float32 {
+	t.Helper()
+	m, err := model.Load(f, be, model.Options{Context: 64, UBatch: ub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := m.Forward(prompt, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), out...)
 }
 
 // TestReserveRefusesOversizedModel checks that a model larger than the
@@ -173,20 +180,8 @@ func TestTunedAttentionMisfit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	prompt := []int32{1, 403, 407, 261, 378, 300, 400, 411, 259, 350, 290, 401, 402, 277, 288, 301, 302}
-	run := func(o engine.Options) []float32 {
-		// ubatch 16: the prompt is a 16-query prefill, then a decode step.
-		m, err := model.Load(f, openWith(t, o), model.Options{Context: 64, UBatch: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		out, err := m.Forward(prompt, 0, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append([]float32(nil), out...)
-	}
+	// ubatch 16: the prompt is a 16-query prefill, then a decode step.
+	run := func(o engine.Options) []float32 { return forward(t, f, openWith(t, o), 16) }
 	want := run(engine.Options{})
 	var warn strings.Builder
 	misfit := &tune.Profile{Decode: &tune.Attention{Heads: 4}, Prefill: &tune.Attention{Heads: 4}}
