@@ -16,6 +16,10 @@ import (
 type OpTime struct {
 	Name   string
 	Micros float64
+	// Start is when the dispatch began, in µs after the sequence's first
+	// profiled dispatch began: a run of dependent dispatches spans
+	// last.Start + last.Micros, gaps between them included.
+	Start float64
 }
 
 // queriesPerPool is the size of each timestamp query pool; a sequence adds
@@ -95,10 +99,10 @@ func (s *Sequence) Timings() []OpTime {
 	if bits := d.phys.timestampBits; bits < 64 {
 		mask = 1<<bits - 1
 	}
+	us := func(dt uint64) float64 { return float64(dt&mask) * float64(d.info.TimestampPeriod) / 1e3 }
 	out := make([]OpTime, len(p.names))
 	for i, name := range p.names {
-		dt := (ticks[2*i+1] - ticks[2*i]) & mask
-		out[i] = OpTime{Name: name, Micros: float64(dt) * float64(d.info.TimestampPeriod) / 1e3}
+		out[i] = OpTime{Name: name, Micros: us(ticks[2*i+1] - ticks[2*i]), Start: us(ticks[2*i] - ticks[0])}
 	}
 	return out
 }

@@ -44,6 +44,11 @@ func TestProfilingOneTimingPerDispatch(t *testing.T) {
 			if op.Name != want || op.Micros < 0 || op.Micros > 1e7 {
 				t.Fatalf("timing %d = %+v", i, op)
 			}
+			// Behind a barrier each dispatch starts after the one before
+			// it ended.
+			if i == 0 && op.Start != 0 || i > 0 && op.Start < ts[i-1].Start+ts[i-1].Micros-1e-3 {
+				t.Fatalf("timing %d starts at %g µs, before the end of the one before it (%+v)", i, op.Start, ts[max(i-1, 0)])
+			}
 			total += op.Micros
 		}
 		if total <= 0 {

@@ -1,0 +1,152 @@
+package flashattn
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/x448/float16"
+
+	"github.com/vkinfer/vkinfer/shaders"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+var benchLayers = flag.Int("layers", 16, "BenchmarkLlama3Layers: layers in the run, each with its own KV cache")
+
+// BenchmarkLlama3Layers times decode attention as a forward pass runs it:
+// one dispatch per layer for -layers layers, each layer with its own K and
+// V caches (so none finds the one before it in the L2 cache), a barrier
+// after each (the next op reads its output), all in one submission.
+// BenchmarkLlama3 times one dispatch per submission instead, so each of its
+// runs starts on an idle GPU and pays the whole launch (2 µs on the H200
+// for an empty kernel) on top of the kernel; here a layer pays what it pays
+// inside a token. The same run of bench_read dispatches over the same
+// caches (2 workgroups of 256 lanes per compute unit, 2 loads of K and V
+// in flight per lane, BenchmarkKVRead's best on the H200) is the floor.
+//
+// Metrics: gpu-µs, the run's GPU span (first dispatch's start to the last
+// one's end, barriers included) per layer; dispatch-µs, the mean time
+// between the stamps around one dispatch; GB/s, a layer's K and V bytes per
+// gpu-µs.
+//
+//	go test ./vk/flashattn -run '^$' -bench Llama3Layers -benchtime 20x
+func BenchmarkLlama3Layers(b *testing.B) {
+	d, err := vk.Open(vk.Options{Device: -1, AllowCPU: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	if !d.Info().TimestampValid {
+		b.Skip("the device has no timestamps: a run's span cannot be measured")
+	}
+	layers := max(*benchLayers, 1)
+	const maxKV = 16384
+	cache := int64(2 * maxKV * benchKVHeads * benchDim) // f16 bytes of a layer's K, and of its V
+	r := rand.New(rand.NewPCG(3, 4))
+	h := make([]uint16, cache/2)
+	for i := range h {
+		h[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
+	}
+	data := u16Bytes(h)
+	ks, vs := make([]*vk.Buffer, layers), make([]*vk.Buffer, layers)
+	for l := range layers {
+		// The same values in every layer; the layers differ in where
+		// they lie, which is what the caches see.
+		ks[l], vs[l] = buffer(b, d, data), buffer(b, d, data)
+	}
+	qv := make([]float32, benchHeads*benchDim)
+	for i := range qv {
+		qv[i] = float32(2*r.Float64() - 1)
+	}
+	q := whole(buffer(b, d, f32Bytes(qv)))
+	out := whole(buffer(b, d, make([]byte, 4*len(qv))))
+	step := buffer(b, d, make([]byte, 4))
+
+	for _, kv := range []int{8192, 16384} {
+		bytes := 2 * float64(kv) * benchKVHeads * benchDim * 2
+		for _, w := range []int{32, 64} {
+			b.Run(fmt.Sprintf("kv%d/decode/w%d", kv, w), func(b *testing.B) {
+				c := benchCase{kv: kv, queries: 1, wave: w, br: 1, mode: "decode"}
+				fa, sh, err := c.setup(d)
+				if err != nil {
+					b.Skip(err) // a wave this device cannot run at all
+				}
+				defer fa.Close()
+				n, err := fa.ScratchBytes(sh)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io := IO{Q: q, Out: out, Step: whole(step)}
+				if n > 0 {
+					io.Scratch = whole(buffer(b, d, make([]byte, n)))
+				}
+				if err := step.Write(0, binary.LittleEndian.AppendUint32(nil, uint32(kv-1))); err != nil {
+					b.Fatal(err)
+				}
+				runLayers(b, d, bytes, func(s *vk.Sequence, l int) error {
+					io.K, io.V = whole(ks[l]), whole(vs[l])
+					return fa.Record(s, io, sh)
+				})
+			})
+		}
+		b.Run(fmt.Sprintf("kv%d/read", kv), func(b *testing.B) {
+			p, err := d.Pipeline(vk.PipelineSpec{Name: "bench_read", SPIRV: shaders.SPIRV("bench_read"),
+				Bindings: 3, PushSize: 4, Spec: []uint32{256, 2}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			half := int64(bytes / 2)
+			groups := uint32(2 * max(d.Info().ComputeUnits, 1))
+			runLayers(b, d, bytes, func(s *vk.Sequence, l int) error {
+				s.Dispatch(p, []vk.Binding{{Buf: ks[l], Size: half}, {Buf: vs[l], Size: half}, out}, vk.Push(uint32(half/16)), groups, 1, 1)
+				return nil
+			})
+		})
+	}
+}
+
+// runLayers records record(s, l) for every layer with a barrier after
+// each, runs the sequence b.N times after a warm-up and reports the
+// metrics BenchmarkLlama3Layers describes.
+func runLayers(b *testing.B, d *vk.Device, bytes float64, record func(s *vk.Sequence, l int) error) {
+	d.SetProfiling(true)
+	defer d.SetProfiling(false)
+	s := d.NewSequence()
+	defer s.Free()
+	layers := max(*benchLayers, 1)
+	for l := range layers {
+		if err := record(s, l); err != nil {
+			b.Fatal(err)
+		}
+		s.Barrier()
+	}
+	if err := s.End(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Run(); err != nil { // warm-up: pipelines, caches, clocks
+		b.Fatal(err)
+	}
+	var span, dispatch float64
+	b.ResetTimer()
+	for range b.N {
+		if err := s.Run(); err != nil {
+			b.Fatal(err)
+		}
+		ts := s.Timings()
+		if len(ts) != layers {
+			b.Fatalf("%d timings for %d layers", len(ts), layers)
+		}
+		last := ts[len(ts)-1]
+		span += last.Start + last.Micros
+		for _, t := range ts {
+			dispatch += t.Micros
+		}
+	}
+	b.StopTimer()
+	us := span / float64(b.N*layers)
+	b.ReportMetric(us, "gpu-µs")
+	b.ReportMetric(dispatch/float64(b.N*layers), "dispatch-µs")
+	b.ReportMetric(bytes/us/1e3, "GB/s")
+}
