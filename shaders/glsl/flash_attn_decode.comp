@@ -149,6 +149,26 @@ void main() {
     const uint hx = rbase / KU;
     const uint ux = rbase % KU;
 
+    // LOAD_ROWS(r, load, first, px) loads this lane's chunks of KU K or V
+    // rows from key first on, key first + (u ^ px) into slot u. Keys past
+    // ke load the last valid key (no branch around the loads) and are
+    // masked.
+#define LOAD_ROWS(r, load, first, px)                                       \
+    [[unroll]] for (uint u = 0; u < KU; u++) {                              \
+        const uint base = min((first) + (u ^ (px)), ke - 1) * kv_stride + kv_off; \
+        [[unroll]] for (uint j = 0; j < NCH; j++) {                         \
+            const uint ci = dl + j * KL;                                    \
+            r[u * NCH + j] = ci < NCHUNK ? load(base + ci * CH) : uvec4(0u); \
+        }                                                                   \
+    }
+    // The first step's K and V are issued before Q is loaded: they come
+    // from memory, Q from the cache, and neither waits for the other.
+    uvec4 kn[KU * NCH]; // the next step's K and V, in flight
+    uvec4 vn[KU * NCH];
+    if (kb < ke) {
+        LOAD_ROWS(kn, load_k, kb + slot * KU, ux)
+        LOAD_ROWS(vn, load_v, kb + slot * KU, 0)
+    }
     // Q of every head, pre-scaled into log2 units so the softmax runs on
     // exp2; the padding heads of a group that is not a power of two are 0.
     vec2 q[HGP * NV];
@@ -184,24 +204,6 @@ void main() {
         lw[x] = 0.0;
     }
 
-    // LOAD_ROWS(r, load, first, px) loads this lane's chunks of KU K or V
-    // rows from key first on, key first + (u ^ px) into slot u. Keys past
-    // ke load the last valid key (no branch around the loads) and are
-    // masked.
-#define LOAD_ROWS(r, load, first, px)                                       \
-    [[unroll]] for (uint u = 0; u < KU; u++) {                              \
-        const uint base = min((first) + (u ^ (px)), ke - 1) * kv_stride + kv_off; \
-        [[unroll]] for (uint j = 0; j < NCH; j++) {                         \
-            const uint ci = dl + j * KL;                                    \
-            r[u * NCH + j] = ci < NCHUNK ? load(base + ci * CH) : uvec4(0u); \
-        }                                                                   \
-    }
-    uvec4 kn[KU * NCH]; // the next step's K and V, in flight
-    uvec4 vn[KU * NCH];
-    if (kb < ke) {
-        LOAD_ROWS(kn, load_k, kb + slot * KU, ux)
-        LOAD_ROWS(vn, load_v, kb + slot * KU, 0)
-    }
     for (uint t = kb; t < ke; t += BC) {
         const uint k0 = t + slot * KU; // this slot's first key
         float mv[KU]; // the mask's addend for each key, log2 units
