@@ -24,7 +24,9 @@ import (
 // dispatches (gpu-µs, from timestamps; wall time per run when the device has
 // none), the KV cache bytes read per second (GB/s: K and V rows 0..kv-1, each
 // once) and, for prefill, the arithmetic rate (TFLOP/s, 4·head dim per
-// query-key pair under the causal mask).
+// query-key pair under the causal mask). Each run is one submission: the
+// GPU starts it idle, and the caches hold what the run before left.
+// BenchmarkLlama3Layers times decode as a forward pass runs it.
 //
 //	go test ./vk/flashattn -run '^$' -bench Llama3 -benchtime 20x
 var (
