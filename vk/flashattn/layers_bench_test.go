@@ -13,7 +13,7 @@ import (
 	"github.com/vkinfer/vkinfer/vk"
 )
 
-var benchLayers = flag.Int("layers", 16, "BenchmarkLlama3Layers: layers in the run, each with its own KV cache")
+var benchLayers = flag.Int("layers", 32, "BenchmarkLlama3Layers: layers in the run, each with its own KV cache (32: Llama-3-8B's)")
 
 // BenchmarkLlama3Layers times decode attention as a forward pass runs it:
 // one dispatch per layer for -layers layers, each layer with its own K and
@@ -31,7 +31,7 @@ var benchLayers = flag.Int("layers", 16, "BenchmarkLlama3Layers: layers in the r
 // Metrics: gpu-µs, the run's GPU span per layer (barriers and the ramps
 // between layers included); GB/s, a layer's K and V bytes per gpu-µs.
 //
-//	go test ./vk/flashattn -run '^$' -bench Llama3Layers -benchtime 20x
+//	go test ./vk/flashattn -run '^$' -bench Llama3Layers -benchtime 50x
 func BenchmarkLlama3Layers(b *testing.B) {
 	d, err := vk.Open(vk.Options{Device: -1, AllowCPU: true})
 	if err != nil {
