@@ -78,7 +78,7 @@ func BenchmarkLlama3Layers(b *testing.B) {
 				defer fa.Close()
 				n, err := fa.ScratchBytes(sh)
 				if err != nil {
-					b.Fatal(err)
+					b.Skip(err) // a forced geometry this shape cannot take (-bc, -heads)
 				}
 				io := IO{Q: q, Out: out, Step: whole(step)}
 				if n > 0 {
