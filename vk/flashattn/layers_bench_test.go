@@ -87,7 +87,7 @@ func BenchmarkLlama3Layers(b *testing.B) {
 				if err := step.Write(0, binary.LittleEndian.AppendUint32(nil, uint32(kv-1))); err != nil {
 					b.Fatal(err)
 				}
-				runLayers(b, d, bytes, func(s *vk.Sequence, l int) error {
+				runLayers(b, d, layers, bytes, func(s *vk.Sequence, l int) error {
 					io.K, io.V = whole(ks[l]), whole(vs[l])
 					return fa.Record(s, io, sh)
 				})
@@ -101,7 +101,7 @@ func BenchmarkLlama3Layers(b *testing.B) {
 			}
 			half := int64(bytes / 2)
 			groups := uint32(2 * max(d.Info().ComputeUnits, 1))
-			runLayers(b, d, bytes, func(s *vk.Sequence, l int) error {
+			runLayers(b, d, layers, bytes, func(s *vk.Sequence, l int) error {
 				s.Dispatch(p, []vk.Binding{{Buf: ks[l], Size: half}, {Buf: vs[l], Size: half}, out}, vk.Push(uint32(half/16)), groups, 1, 1)
 				return nil
 			})
@@ -109,15 +109,14 @@ func BenchmarkLlama3Layers(b *testing.B) {
 	}
 }
 
-// runLayers records record(s, l) for every layer with a barrier after
+// runLayers records record(s, l) for each of the layers with a barrier after
 // each, the first and last layers' dispatches stamped, runs the sequence
 // b.N times after a warm-up and reports the metrics BenchmarkLlama3Layers
 // describes.
-func runLayers(b *testing.B, d *vk.Device, bytes float64, record func(s *vk.Sequence, l int) error) {
+func runLayers(b *testing.B, d *vk.Device, layers int, bytes float64, record func(s *vk.Sequence, l int) error) {
 	defer d.SetProfiling(false)
 	s := d.NewSequence()
 	defer s.Free()
-	layers := max(*benchLayers, 1)
 	for l := range layers {
 		// Stamps around every dispatch would add their own waits to each
 		// layer; the span needs only the ends.
