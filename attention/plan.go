@@ -449,14 +449,16 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 // bound; the staged K or V tile.
 func (p Plan) sharedBytes() int {
 	if p.Decode() {
-		// Per key slot: the step's scores (keys × heads padded to a power
-		// of two), MergeHeads heads' O and their (m, l) for the final
-		// merge.
+		// Per key slot: the step's weights (keys × heads padded to a power
+		// of two) in two halves used on alternate steps, sharing their
+		// array with MergeHeads heads' O for the final merge; and those
+		// heads' (m, l).
 		// The split merge (split_merge.glsl): a vec4 and an (m, l) per
 		// lane, and the last-split flag.
 		heads := 1 << bits.Len(uint(p.Heads-1))
 		hm := max(p.MergeHeads, 1)
-		return 4*p.Slots*(p.Bc/p.Slots*heads) + (4*p.Slots*p.HeadDim+8*p.Slots)*hm + 24*p.Lanes() + 4
+		weights := 2 * p.Bc * heads
+		return 4*max(weights, p.Slots*p.HeadDim*hm) + 8*p.Slots*hm + 24*p.Lanes() + 4
 	}
 	n := 4 * p.Slots * (p.Bc + 1)
 	if p.Stage {

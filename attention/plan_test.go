@@ -151,9 +151,10 @@ func TestPlanSharedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 4 lane groups, 32 key slots of 8 lanes (one subgroup each), 1 key
-	// per slot: scores (32 × 1) + one head's O (32 × 128) + (m, l) pairs
-	// (32 × 2), and the split merge's vec4 and (m, l) per lane + a flag.
-	if p.Groups != 4 || p.Slots != 32 || p.LanesPerSlot != 8 || p.Bc != 32 || p.MergeHeads != 1 || p.SharedBytes != 4*(32+4096+64)+24*256+4 {
+	// per slot: one head's O (32 × 128, where the loop's weights, 32 × 1
+	// twice, also live) + (m, l) pairs (32 × 2), and the split merge's
+	// vec4 and (m, l) per lane + a flag.
+	if p.Groups != 4 || p.Slots != 32 || p.LanesPerSlot != 8 || p.Bc != 32 || p.MergeHeads != 1 || p.SharedBytes != 4*(4096+64)+24*256+4 {
 		t.Errorf("lavapipe decode at wave 64: %v", p)
 	}
 	// Head dim 256 at wave 32: 8 lane groups would need 39 KiB; 4 fit.
@@ -323,7 +324,7 @@ func TestPlanGroups(t *testing.T) {
 	dev.ComputeUnits = 132
 	// The slots merge all 4 heads in one round: 8 slots × 4 heads × 128
 	// dims of O in 16 KiB of the H200's 48.
-	if p, _ := PlanFor(dev, wave(t, dev, 32), llama3(1, 16384), Prefs{}); p.MergeHeads != 4 || p.SharedBytes != 4*8*(4*4)+(4*8*128+8*8)*4+24*256+4 {
+	if p, _ := PlanFor(dev, wave(t, dev, 32), llama3(1, 16384), Prefs{}); p.MergeHeads != 4 || p.SharedBytes != (4*8*128+8*8)*4+24*256+4 {
 		t.Errorf("H200 decode at 16k: %v, want 4 heads merged per round", p)
 	}
 	if p, _ := PlanFor(dev, wave(t, dev, 32), llama3(1, 16384), Prefs{}); p.Splits != 32 {

@@ -26,7 +26,16 @@
 // heads × 4 keys: the first 16 of a slot's 32 lanes hold one each, the rest
 // copies) and turns them into softmax weights itself;
 // the weights go through shared memory to every lane of the slot for the V
-// products.
+// products. That buffer alternates between two halves from step to step,
+// so a step needs one subgroup barrier (its weights written) and none for
+// the previous step's readers: they passed the previous step's barrier.
+//
+// Every subgroup of a workgroup runs the same sequence of subgroup
+// barriers, whichever branches it takes: one per step, the masked-skip
+// path included, and none in the rare max raise, whose scores move by
+// shuffles. The specification asks this of none but the subgroup itself;
+// Mesa 25's lavapipe runs a subgroup barrier as a workgroup barrier and
+// computes garbage otherwise (docs/VULKAN.md).
 //
 // The running max of each head moves lazily: a weight is taken against the
 // max as it stands, exp2(s - m), and the max is only raised (rescaling O and
@@ -95,11 +104,15 @@ const uint SM_N = W;
 const bool SM_Q8 = Q8OUT;
 #include "split_merge.glsl"
 
-shared float sc[SL * NP];  // the step's scores, per slot
 // HM: heads the slots merge at a time at the end (as many as the shared
 // memory holds: attention.Plan.MergeHeads).
 layout(constant_id = 12) const uint HM = 1;
-shared float mo[SL * HM * D]; // HM heads' O of each slot, for the final merge
+// The key loop's weights, per slot, in two halves used on alternate steps
+// (WSZ), and after the loop HM heads' O of each slot for the final merge
+// (MSZ): one array, as the two are never live together.
+const uint WSZ = 2 * SL * NP;
+const uint MSZ = SL * HM * D;
+shared float shm[WSZ > MSZ ? WSZ : MSZ];
 shared vec2 mml[SL * HM];     // and their (m, l)
 shared bool last;          // this split finished its rows' last
 
@@ -110,6 +123,18 @@ shared bool last;          // this split finished its rows' last
     [[unroll]] for (uint pk = 1; pk < (n); pk++) { \
         r = (i) == pk ? a[pk] : r;       \
     }
+
+// holder returns the lane of a slot (below TR) that holds score y after
+// the transposing reduction, in its register y % NF: rbase inverted.
+uint holder(uint y) {
+    uint d = 0;
+    [[unroll]] for (uint b = 1; b < TR; b *= 2) {
+        if ((y & (NP / (2 * b))) != 0) {
+            d |= b;
+        }
+    }
+    return d;
+}
 
 void main() {
     const uint lane = gl_SubgroupID * SG + gl_SubgroupInvocationID;
@@ -219,6 +244,7 @@ void main() {
                     LOAD_ROWS(kn, load_k, k0 + BC, ux)
                     LOAD_ROWS(vn, load_v, k0 + BC, 0)
                 }
+                subgroupBarrier(); // the step's one barrier, as every step has
                 continue;
             }
         }
@@ -282,23 +308,16 @@ void main() {
             s[x] = live ? s[x] : NEG;
             big = big || s[x] > mh[x] + LAZY;
         }
-        subgroupMemoryBarrierShared();
-        subgroupBarrier(); // the previous step's reads of sc are done
         if (subgroupAny(big)) {
             // Raise the max of every head to the step's (uniform in the
-            // subgroup, so its barriers stay whole): all the step's scores
-            // through shared memory to every lane of the slot.
-            if (dl < TR) {
-                [[unroll]] for (uint x = 0; x < NF; x++) {
-                    sc[slot * NP + rbase + x] = s[x];
-                }
-            }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
+            // subgroup, so the shuffles see every lane): each score comes
+            // from the lane that holds it.
+            const uint sbase = gl_SubgroupInvocationID - dl; // the slot's first lane
             [[unroll]] for (uint h = 0; h < HG; h++) {
                 float tmax = m[h];
                 [[unroll]] for (uint u = 0; u < KU; u++) {
-                    tmax = max(tmax, sc[slot * NP + h * KU + u]);
+                    const uint y = h * KU + u;
+                    tmax = max(tmax, subgroupShuffle(s[y % NF], sbase + holder(y)));
                 }
                 if (tmax > m[h]) {
                     // While every score so far was masked m is NEG, and O and
@@ -315,16 +334,15 @@ void main() {
                 PICK(mh[x], m, (rbase + x) / KU, HG)
                 lw[x] *= exp2(old - mh[x]);
             }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier(); // the reads of the scores are done
         }
         // The weights, against each head's max: masked scores weigh 0 (m
         // may still be NEG, where exp2(NEG - m) would be 1).
+        const uint wb = (((t - kb) / BC) & 1u) * SL * NP + slot * NP; // this step's half
         [[unroll]] for (uint x = 0; x < NF; x++) {
             const float w = s[x] > NEG_HALF ? exp2(s[x] - mh[x]) : 0.0;
             lw[x] += w;
             if (dl < TR) {
-                sc[slot * NP + rbase + x] = w;
+                shm[wb + rbase + x] = w;
             }
         }
         subgroupMemoryBarrierShared();
@@ -332,7 +350,7 @@ void main() {
         float p[HG * KU];
         [[unroll]] for (uint h = 0; h < HG; h++) {
             [[unroll]] for (uint u = 0; u < KU; u++) {
-                p[h * KU + u] = sc[slot * NP + h * KU + u];
+                p[h * KU + u] = shm[wb + h * KU + u];
             }
         }
         [[unroll]] for (uint u = 0; u < KU; u++) {
@@ -365,7 +383,7 @@ void main() {
     // them (normalised, or with SPLIT the partial and its (M, L)). Each
     // round costs two barriers, so the fewer the better.
     [[unroll]] for (uint h0 = 0; h0 < HG; h0 += HM) {
-        barrier(); // the previous round's reads are done
+        barrier(); // the key loop's or the previous round's reads of shm are done
         [[unroll]] for (uint hh = 0; hh < HM; hh++) {
             const uint h = h0 + hh;
             if (h < HG) {
@@ -377,8 +395,8 @@ void main() {
                     if (ci < NCHUNK) {
                         [[unroll]] for (uint i = 0; i < HALF; i++) {
                             const uint e = (slot * HM + hh) * D + ci * CH + 2 * i;
-                            mo[e] = o[(h * NCH + j) * HALF + i].x;
-                            mo[e + 1] = o[(h * NCH + j) * HALF + i].y;
+                            shm[e] = o[(h * NCH + j) * HALF + i].x;
+                            shm[e + 1] = o[(h * NCH + j) * HALF + i].y;
                         }
                     }
                 }
@@ -402,7 +420,7 @@ void main() {
             [[unroll]] for (uint r = 0; r < SL; r++) {
                 const float w = exp2(mml[r * HM + hh].x - mx_use);
                 lsum += w * mml[r * HM + hh].y;
-                acc += w * mo[(r * HM + hh) * D + d];
+                acc += w * shm[(r * HM + hh) * D + d];
             }
             const uint row = qrow * pc.n_head + head0 + h0 + hh; // row of [n_q][n_head]
             if (SPLIT) {
