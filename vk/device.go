@@ -21,6 +21,10 @@ type Options struct {
 	Device     int  // index into Devices(); -1 = choose (discrete > integrated > virtual; CPU drivers only if AllowCPU or nothing else exists)
 	AllowCPU   bool // let -1 choose a CPU driver such as lavapipe even when a GPU exists
 	Validation bool // enable VK_LAYER_KHRONOS_validation and record every warning and error it reports (Messages); info and verbose messages are loader chatter and are not kept
+	// GPUAssisted adds the layer's GPU-assisted validation to Validation:
+	// shaders are instrumented to report out-of-bounds buffer accesses
+	// as they run. Several times slower; for tests.
+	GPUAssisted bool
 }
 
 // Device is an open logical device with one compute queue. Its methods are
@@ -63,7 +67,7 @@ const defaultStaging = 64 << 20
 // product, 16/64-bit integers, and pipeline executable properties (see
 // Pipeline.Statistics).
 func Open(o Options) (*Device, error) {
-	in, err := newInstance(o.Validation)
+	in, err := newInstance(o.Validation, o.GPUAssisted)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ func openTest(t testing.TB) *Device {
 	if os.Getenv("XDG_CACHE_HOME") == "" {
 		t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	}
-	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true})
+	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true, GPUAssisted: os.Getenv("VKINFER_GPU_VALIDATION") == "1"})
 	needVulkan(t, err)
 	t.Cleanup(func() {
 		d.Close()

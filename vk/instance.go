@@ -121,7 +121,7 @@ func extensionSet(props []vk.ExtensionProperties) map[string]bool {
 // newInstance creates an instance for the newest API version up to 1.3 that
 // the loader offers. With validation it enables the Khronos layer and
 // debug-utils, and fails when the layer is not installed.
-func newInstance(validation bool) (*instance, error) {
+func newInstance(validation, gpuAssisted bool) (*instance, error) {
 	if _, err := load(); err != nil {
 		return nil, err
 	}
@@ -165,12 +165,18 @@ func newInstance(validation bool) (*instance, error) {
 		// run such a bug correctly most of the time, a GPU would not.
 		if lexts, err := instanceExtensions(validationLayer); err == nil && lexts["VK_EXT_validation_features"] {
 			extNames = append(extNames, cstr("VK_EXT_validation_features"))
-			enables := &[1]uint32{validationSync}
+			enables := &[2]uint32{validationSync, validationGPUAssisted}
+			n := uint32(1)
+			if gpuAssisted {
+				n = 2
+			}
 			pin.Pin(enables)
 			vf := &validationFeatures{sType: stValidationFeatures, pNext: next,
-				enabledValidationFeatureCount: 1, pEnabledValidationFeatures: unsafe.Pointer(enables)}
+				enabledValidationFeatureCount: n, pEnabledValidationFeatures: unsafe.Pointer(enables)}
 			pin.Pin(vf)
 			next = unsafe.Pointer(vf)
+		} else if gpuAssisted {
+			return nil, fmt.Errorf("vulkan: GPU-assisted validation requested but %s lacks VK_EXT_validation_features", validationLayer)
 		}
 	}
 
@@ -251,7 +257,11 @@ func (in *instance) messages() []string {
 
 func (in *instance) destroy() {
 	if in.messenger != 0 {
-		C.vkr_destroy_messenger(proc(in.id, "vkDestroyDebugUtilsMessengerEXT"), C.uint64_t(in.id), C.uint64_t(in.messenger))
+		// A loader that created the messenger has the destructor too; if it
+		// somehow does not, leaking the messenger beats calling nil.
+		if fn := proc(in.id, "vkDestroyDebugUtilsMessengerEXT"); fn != nil {
+			C.vkr_destroy_messenger(fn, C.uint64_t(in.id), C.uint64_t(in.messenger))
+		}
 		in.messenger = 0
 	}
 	vk.DestroyInstance(in.h, nil)

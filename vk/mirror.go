@@ -322,8 +322,12 @@ type validationFeatures struct {
 	pDisabledValidationFeatures    unsafe.Pointer
 }
 
-// VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
-const validationSync = 4
+// VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT and
+// VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT.
+const (
+	validationSync        = 4
+	validationGPUAssisted = 0
+)
 
 type debugUtilsMessengerCallbackData struct {
 	sType            uint32

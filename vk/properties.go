@@ -118,7 +118,7 @@ func typeName(t vk.PhysicalDeviceType) string {
 // Devices lists every physical device with its properties; it creates no
 // logical device.
 func Devices() ([]DeviceInfo, error) {
-	in, err := newInstance(false)
+	in, err := newInstance(false, false)
 	if err != nil {
 		return nil, err
 	}

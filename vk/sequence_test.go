@@ -3,6 +3,7 @@ package vk
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/shaders"
@@ -111,5 +112,31 @@ func TestSequenceReplay(t *testing.T) {
 				t.Fatalf("run %d: y[%d] = %v, want %v", run, i, got[i], want)
 			}
 		}
+	}
+}
+
+// TestGPUAssistedValidation shows that GPU-assisted validation, which CI
+// turns on for a pass of the whole suite (VKINFER_GPU_VALIDATION=1), sees
+// what a shader does at run time: saxpy told n is larger than its buffers
+// writes past their end, which no API-level check can know.
+func TestGPUAssistedValidation(t *testing.T) {
+	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true, GPUAssisted: true})
+	needVulkan(t, err)
+	defer d.Close()
+	p := saxpy(t, d, 64)
+	x, err := d.NewBuffer(4*64, false)
+	must(t, err)
+	defer x.Free()
+	y, err := d.NewBuffer(4*64, false)
+	must(t, err)
+	defer y.Free()
+	s := d.NewSequence()
+	defer s.Free()
+	s.Dispatch(p, []Binding{{Buf: x}, {Buf: y}}, Push(uint32(128), float32(2)), 2, 1, 1)
+	must(t, s.End())
+	must(t, s.Run())
+	msgs := d.Messages()
+	if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "out of bounds") {
+		t.Fatalf("writing 128 floats into 64: %d validation messages %q, want an out-of-bounds report", len(msgs), msgs)
 	}
 }

@@ -1,7 +1,9 @@
 // Package vktest gives tests a Vulkan device (lavapipe in CI) with the
-// Khronos validation layer on, and fails a test on any validation message
-// raised while it runs. A missing device fails the test too, unless
-// VKINFER_NO_VULKAN=1 says that is expected (then it skips; CI never sets it).
+// Khronos validation layer on (and its GPU-assisted validation, which
+// instruments shaders, when VKINFER_GPU_VALIDATION=1), and fails a test on
+// any validation message raised while it runs. A missing device fails the
+// test too, unless VKINFER_NO_VULKAN=1 says that is expected (then it
+// skips; CI never sets it).
 package vktest
 
 import (
@@ -20,8 +22,10 @@ var shared struct {
 	err  error
 }
 
+// open opens the preferred device with validation, and with GPU-assisted
+// validation too when VKINFER_GPU_VALIDATION=1 (a pass of CI).
 func open() (*vk.Device, error) {
-	return vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true})
+	return vk.Open(vk.Options{Device: -1, AllowCPU: true, Validation: true, GPUAssisted: os.Getenv("VKINFER_GPU_VALIDATION") == "1"})
 }
 
 // Shared returns the process's one validated device, opening it on first use.

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -53,14 +54,18 @@ const kvTolerance = 3e-2
 // greedy tokens still match.
 const intDotTolerance = 0.3
 
-// TestGoldenVulkan runs every llama.cpp golden file through the GPU engine,
-// and again with 8-bit activations in its products.
+// TestGoldenVulkan runs every llama.cpp golden file through the GPU engine
+// with flash attention at both waves (on lavapipe's subgroups of 8 each
+// lane group spans several subgroups), and again with 8-bit activations in
+// its products.
 func TestGoldenVulkan(t *testing.T) {
 	for name, tol := range golden.Files(t) {
 		tol.Logit = max(tol.Logit, kvTolerance)
-		t.Run(name, func(t *testing.T) {
-			golden.Check(t, open(t), name, tol)
-		})
+		for _, w := range []int{32, 64} {
+			t.Run(fmt.Sprintf("%s/wave%d", name, w), func(t *testing.T) {
+				golden.Check(t, openWith(t, engine.Options{Wave: w}), name, tol)
+			})
+		}
 		t.Run(name+"/int-dot", func(t *testing.T) {
 			tol.Logit = max(tol.Logit, intDotTolerance)
 			golden.Check(t, openWith(t, intDot), name, tol)
