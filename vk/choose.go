@@ -56,11 +56,8 @@ func choose(devs []*physical, o Options) (*physical, error) {
 
 // usable reports why Open cannot run on p, or nil.
 func usable(p *physical) error {
-	if p.api < minVersion {
-		return fmt.Errorf("device %d (%s) supports Vulkan %s; vkinfer needs 1.2", p.info.Index, p.info.Name, versionString(p.api))
-	}
-	if !p.hasComp {
-		return fmt.Errorf("device %d (%s) has no compute queue", p.info.Index, p.info.Name)
+	if r := unusable(p); r != "" {
+		return fmt.Errorf("device %d (%s) %s", p.info.Index, p.info.Name, r)
 	}
 	return nil
 }

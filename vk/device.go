@@ -54,6 +54,9 @@ type Device struct {
 	xfer       *Sequence
 
 	profiling atomic.Bool
+	// ran is set once a sequence has been submitted: only then can the
+	// queue have work to wait for.
+	ran atomic.Bool
 }
 
 // defaultStaging bounds the host-visible buffer that device-local reads and
@@ -182,47 +185,56 @@ func (d *Device) createDevice() error {
 func (d *Device) loadFunctions() error {
 	gdpa := proc(d.inst.id, "vkGetDeviceProcAddr")
 	if gdpa == nil {
-		return fmt.Errorf("vulkan: the loader has no vkGetDeviceProcAddr")
+		return fmt.Errorf("vulkan: the loader lacks the entry point vkGetDeviceProcAddr")
 	}
-	d.fns = (*C.vkr_fns)(C.calloc(1, C.sizeof_vkr_fns))
-	for _, f := range []struct {
-		slot *unsafe.Pointer
-		name string
-	}{
-		{&d.fns.allocateDescriptorSets, "vkAllocateDescriptorSets"},
-		{&d.fns.updateDescriptorSets, "vkUpdateDescriptorSets"},
-		{&d.fns.cmdBindPipeline, "vkCmdBindPipeline"},
-		{&d.fns.cmdBindDescriptorSets, "vkCmdBindDescriptorSets"},
-		{&d.fns.cmdPushConstants, "vkCmdPushConstants"},
-		{&d.fns.cmdDispatch, "vkCmdDispatch"},
-		{&d.fns.cmdPipelineBarrier, "vkCmdPipelineBarrier"},
-		{&d.fns.cmdCopyBuffer, "vkCmdCopyBuffer"},
-		{&d.fns.cmdWriteTimestamp, "vkCmdWriteTimestamp"},
-		{&d.fns.cmdResetQueryPool, "vkCmdResetQueryPool"},
-		{&d.fns.beginCommandBuffer, "vkBeginCommandBuffer"},
-		{&d.fns.endCommandBuffer, "vkEndCommandBuffer"},
-		{&d.fns.queueSubmit, "vkQueueSubmit"},
-		{&d.fns.waitForFences, "vkWaitForFences"},
-		{&d.fns.resetFences, "vkResetFences"},
-		{&d.fns.getQueryPoolResults, "vkGetQueryPoolResults"},
-	} {
-		if *f.slot = d.deviceProc(gdpa, f.name); *f.slot == nil {
-			C.free(unsafe.Pointer(d.fns))
-			d.fns = nil
-			return fmt.Errorf("vulkan: vkGetDeviceProcAddr has no %s", f.name)
-		}
+	fns, stats, err := deviceFunctions(func(name string) unsafe.Pointer { return d.deviceProc(gdpa, name) }, d.info.PipelineStatistics)
+	if err != nil {
+		return fmt.Errorf("vulkan: %w", err)
 	}
-	// The statistics queries exist only with their extension enabled; a
-	// driver that enables it without them just reports no statistics.
-	if d.info.PipelineStatistics {
-		d.fns.getPipelineExecutableProperties = d.deviceProc(gdpa, "vkGetPipelineExecutablePropertiesKHR")
-		d.fns.getPipelineExecutableStatistics = d.deviceProc(gdpa, "vkGetPipelineExecutableStatisticsKHR")
-		if d.fns.getPipelineExecutableProperties == nil || d.fns.getPipelineExecutableStatistics == nil {
-			d.info.PipelineStatistics = false
-		}
-	}
+	d.fns, d.info.PipelineStatistics = fns, stats
 	return nil
 }
+
+// deviceFunctions allocates the C function table and fills it through get.
+// Every recording and submission entry point is required. The statistics
+// queries exist only with their extension enabled, so they are looked up
+// only when statistics is set; a driver that enables it without them just
+// reports no statistics, which the second result says.
+func deviceFunctions(get func(name string) unsafe.Pointer, statistics bool) (*C.vkr_fns, bool, error) {
+	f := (*C.vkr_fns)(C.calloc(1, C.sizeof_vkr_fns))
+	err := resolve(get, []entry{
+		{&f.allocateDescriptorSets, "vkAllocateDescriptorSets"},
+		{&f.updateDescriptorSets, "vkUpdateDescriptorSets"},
+		{&f.cmdBindPipeline, "vkCmdBindPipeline"},
+		{&f.cmdBindDescriptorSets, "vkCmdBindDescriptorSets"},
+		{&f.cmdPushConstants, "vkCmdPushConstants"},
+		{&f.cmdDispatch, "vkCmdDispatch"},
+		{&f.cmdPipelineBarrier, "vkCmdPipelineBarrier"},
+		{&f.cmdCopyBuffer, "vkCmdCopyBuffer"},
+		{&f.cmdWriteTimestamp, "vkCmdWriteTimestamp"},
+		{&f.cmdResetQueryPool, "vkCmdResetQueryPool"},
+		{&f.beginCommandBuffer, "vkBeginCommandBuffer"},
+		{&f.endCommandBuffer, "vkEndCommandBuffer"},
+		{&f.queueSubmit, "vkQueueSubmit"},
+		{&f.waitForFences, "vkWaitForFences"},
+		{&f.resetFences, "vkResetFences"},
+		{&f.getQueryPoolResults, "vkGetQueryPoolResults"},
+	})
+	if err != nil {
+		freeFunctions(f)
+		return nil, false, err
+	}
+	if statistics && resolve(get, []entry{
+		{&f.getPipelineExecutableProperties, "vkGetPipelineExecutablePropertiesKHR"},
+		{&f.getPipelineExecutableStatistics, "vkGetPipelineExecutableStatisticsKHR"},
+	}) != nil {
+		f.getPipelineExecutableProperties, f.getPipelineExecutableStatistics = nil, nil
+		statistics = false
+	}
+	return f, statistics, nil
+}
+
+func freeFunctions(f *C.vkr_fns) { C.free(unsafe.Pointer(f)) }
 
 func (d *Device) deviceProc(gdpa unsafe.Pointer, name string) unsafe.Pointer {
 	cname := C.CString(name)
@@ -234,6 +246,7 @@ func (d *Device) deviceProc(gdpa unsafe.Pointer, name string) unsafe.Pointer {
 func (d *Device) Info() DeviceInfo {
 	i := d.info
 	i.Heaps = append([]Heap(nil), i.Heaps...)
+	i.QueueFamilies = append([]QueueFamily(nil), i.QueueFamilies...)
 	return i
 }
 
@@ -246,9 +259,9 @@ func (d *Device) Messages() []string { return d.inst.messages() }
 // dispatch; see Sequence.Timings.
 func (d *Device) SetProfiling(on bool) { d.profiling.Store(on) }
 
-// Close waits for the device to go idle, releases every buffer, sequence
-// and pipeline made from it, saves the pipeline cache and destroys the
-// device and instance. Calling it again does nothing.
+// Close waits for the device to go idle if it ever ran work, releases every
+// buffer, sequence and pipeline made from it, saves the pipeline cache and
+// destroys the device and instance. Calling it again does nothing.
 func (d *Device) Close() {
 	d.mu.Lock()
 	if d.closed {
@@ -260,7 +273,13 @@ func (d *Device) Close() {
 	d.sequences, d.buffers = nil, nil
 	d.mu.Unlock()
 
-	vk.DeviceWaitIdle(d.h)
+	// A device that never ran work has nothing to wait for, and one that
+	// cannot run work may not survive the wait: RADV's null device crashes
+	// in vkDeviceWaitIdle (its winsys implements neither submission nor
+	// waiting). So the queue is only touched after a submission.
+	if d.ran.Load() {
+		vk.DeviceWaitIdle(d.h)
+	}
 	for s := range seqs {
 		s.release()
 	}
@@ -271,7 +290,7 @@ func (d *Device) Close() {
 		p.release()
 	}
 	d.cache.close(d)
-	C.free(unsafe.Pointer(d.fns))
+	freeFunctions(d.fns)
 	vk.DestroyDevice(d.h, nil)
 	d.inst.destroy()
 }

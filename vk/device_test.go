@@ -106,8 +106,10 @@ func TestValidationIsRecorded(t *testing.T) {
 	}
 }
 
+// fakeDevice is a device with usable limits and a compute queue (family 0).
 func fakeDevice(index int, typ string, api uint32) *physical {
-	return &physical{info: DeviceInfo{Index: index, Name: typ + "-gpu", Type: typ}, api: api, hasComp: true}
+	return &physical{info: DeviceInfo{Index: index, Name: typ + "-gpu", Type: typ, SharedMemory: 32 << 10, MaxWorkgroupInvocations: 1024,
+		MaxWorkgroupCount: [3]uint32{65535, 65535, 65535}, SubgroupSize: 32, MinSubgroupSize: 32, MaxSubgroupSize: 32}, api: api}
 }
 
 func TestChoose(t *testing.T) {

@@ -92,6 +92,24 @@ func proc(instance uint64, name string) unsafe.Pointer {
 	return C.vkr_instance_proc(loader.gipa, C.uint64_t(instance), cname)
 }
 
+// entry is an entry point to look up and the slot that keeps it.
+type entry struct {
+	slot *unsafe.Pointer
+	name string
+}
+
+// resolve fills every slot through get and fails, naming the entry point,
+// at the first that the loader or driver does not provide: a nil entry
+// point called from C is a segfault, not an error.
+func resolve(get func(name string) unsafe.Pointer, entries []entry) error {
+	for _, e := range entries {
+		if *e.slot = get(e.name); *e.slot == nil {
+			return fmt.Errorf("the driver lacks the entry point %s", e.name)
+		}
+	}
+	return nil
+}
+
 // loaderVersion is the instance-level Vulkan version the loader supports
 // (1.0 when it predates vkEnumerateInstanceVersion).
 func loaderVersion() uint32 {

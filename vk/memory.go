@@ -74,6 +74,9 @@ func (d *Device) NewBuffer(size int64, host bool) (*Buffer, error) {
 	if host {
 		kind = "host-visible"
 	}
+	if err := d.CanRun(); err != nil {
+		return nil, err
+	}
 	if size <= 0 {
 		return nil, fmt.Errorf("vk: %s buffer of %d bytes: size must be positive", kind, size)
 	}

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 
@@ -40,28 +41,47 @@ type DeviceInfo struct {
 	// core) is a native instruction, not an emulation the driver expands.
 	DotAccelerated  bool
 	ComputeUnits    int     // AMD shader core or NVIDIA SM count; 0 if unknown
-	TimestampPeriod float32 // nanoseconds per timestamp tick
+	TimestampPeriod float32 // nanoseconds per timestamp tick; 0 when the driver reports no usable period
 	TimestampValid  bool    // the compute queue writes timestamps
 	// PipelineStatistics: VK_KHR_pipeline_executable_properties is on, so
 	// pipelines are compiled with their statistics captured and
 	// Pipeline.Statistics reports them (registers, instructions, spills,
 	// named as the driver chooses).
 	PipelineStatistics bool
+	// QueueFamilies are the device's queue families in the driver's order;
+	// Queue is the one Open creates its queue on (-1 when none runs
+	// compute) and QueueReason says why (the queue policy, queue.go).
+	QueueFamilies []QueueFamily
+	Queue         int
+	QueueReason   string
+	// Unusable says why Open refuses the device ("" when it accepts it): a
+	// Vulkan version below 1.2, a missing entry point, no compute queue, a
+	// compute limit of zero.
+	Unusable string
+	// CannotRun says why a device that Open accepts cannot run work ("" when
+	// it can): it reports no memory, or a memory limit of zero. A driver's
+	// null device is such a device: RADV's "Null hardware" (selected with
+	// RADV_FORCE_FAMILY) compiles pipelines, so their statistics can be
+	// read, but has no memory and executes nothing. NewBuffer and
+	// NewSequence fail on it with this reason.
+	CannotRun string
 }
 
 // physical is what querying one physical device yields: the public report
 // plus what Open needs to create a logical device on it.
 type physical struct {
-	h       vk.PhysicalDevice
-	id      uint64
-	inst    uint64 // the instance, for looking up entry points
-	info    DeviceInfo
-	api     uint32 // min(device, instance) version
-	exts    map[string]bool
-	family  uint32 // first queue family with compute
-	hasComp bool
+	h      vk.PhysicalDevice
+	id     uint64
+	inst   uint64 // the instance, for looking up entry points
+	info   DeviceInfo
+	api    uint32 // min(device, instance) version
+	exts   map[string]bool
+	family uint32 // the queue family Open uses: info.Queue when that is not -1
 	// timestampBits is the family's timestampValidBits.
 	timestampBits uint32
+	// lacks names an entry point the driver does not provide, which leaves
+	// the device unqueried and unusable.
+	lacks error
 
 	limits      vk.PhysicalDeviceLimits
 	cacheUUID   [16]byte
@@ -207,12 +227,18 @@ func (in *instance) queryPhysical(h vk.PhysicalDevice, index int) (*physical, er
 	info.CoopMatrix = exts["VK_KHR_cooperative_matrix"] || exts["VK_NV_cooperative_matrix"]
 
 	p.queryQueues()
-	maxAlloc := uint64(1) << 62 // Vulkan 1.0 reports no allocation limit
 	v11 := p.api >= vk.MakeVersion(1, 1, 0)
-	if v11 {
-		maxAlloc = p.queryExtended()
+	fns, err := physicalFunctions(func(name string) unsafe.Pointer { return proc(p.inst, name) }, v11)
+	if err != nil {
+		p.lacks = err
+		info.Unusable = unusable(p)
+		return p, nil
 	}
-	p.queryMemory(v11)
+	maxAlloc := uint64(1) << 62 // Vulkan 1.0 reports no allocation limit
+	if v11 {
+		maxAlloc = p.queryExtended(fns)
+	}
+	memProblem := p.queryMemory(fns, v11)
 	var largest uint64
 	for _, hp := range info.Heaps {
 		if hp.DeviceLocal && hp.Size > largest {
@@ -222,29 +248,62 @@ func (in *instance) queryPhysical(h vk.PhysicalDevice, index int) (*physical, er
 	// Some drivers report INT64_MAX or more than the card has.
 	info.MaxAllocation = min(maxAlloc, largest)
 	info.MaxStorageRange = min(info.MaxStorageRange, largest)
+	info.Unusable = unusable(p)
+	info.CannotRun = runProblem(memProblem, info)
 	return p, nil
 }
 
+// physicalFns are the physical-device queries the binding lacks.
+type physicalFns struct {
+	properties2, features2, memory2, memory unsafe.Pointer
+}
+
+// physicalFunctions looks up the queries queryPhysical calls through C
+// trampolines: the Vulkan 1.1 ones where the device has 1.1, else the 1.0
+// memory query. A missing one is an error naming it, since calling a nil
+// entry point from C is a segfault.
+func physicalFunctions(get func(name string) unsafe.Pointer, v11 bool) (physicalFns, error) {
+	var f physicalFns
+	if !v11 {
+		return f, resolve(get, []entry{{&f.memory, "vkGetPhysicalDeviceMemoryProperties"}})
+	}
+	return f, resolve(get, []entry{
+		{&f.properties2, "vkGetPhysicalDeviceProperties2"},
+		{&f.features2, "vkGetPhysicalDeviceFeatures2"},
+		{&f.memory2, "vkGetPhysicalDeviceMemoryProperties2"},
+	})
+}
+
+// queryQueues lists the queue families and applies the queue policy.
 func (p *physical) queryQueues() {
 	var n uint32
 	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, nil)
 	fams := make([]vk.QueueFamilyProperties, n)
 	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, fams)
+	info := &p.info
+	info.QueueFamilies = make([]QueueFamily, n)
 	for i := range fams[:n] {
 		fams[i].Deref()
-		if fams[i].QueueFlags&vk.QueueFlags(vk.QueueComputeBit) != 0 && fams[i].QueueCount > 0 {
-			p.family, p.hasComp = uint32(i), true
-			p.timestampBits = fams[i].TimestampValidBits
-			p.info.TimestampValid = p.timestampBits > 0
-			return
-		}
+		info.QueueFamilies[i] = QueueFamily{Flags: uint32(fams[i].QueueFlags), Count: fams[i].QueueCount, TimestampBits: fams[i].TimestampValidBits}
 	}
+	// A period that is not a positive number (RADV's null device reports
+	// +Inf) would turn every tick count into nonsense.
+	if period := float64(info.TimestampPeriod); !(period > 0) || math.IsInf(period, 1) {
+		info.TimestampPeriod = 0
+	}
+	info.Queue, info.QueueReason = chooseQueueFamily(info.VendorID, info.QueueFamilies)
+	if info.Queue < 0 {
+		return
+	}
+	p.family = uint32(info.Queue)
+	p.timestampBits = info.QueueFamilies[info.Queue].TimestampBits
+	info.TimestampValid = p.timestampBits > 0 && info.TimestampPeriod > 0
 }
 
 // queryExtended fills what needs the Vulkan 1.1 query functions: IDs,
 // subgroups, driver, memory heaps and budgets, and the optional features. It
 // returns maxMemoryAllocationSize.
-func (p *physical) queryExtended() uint64 {
+func (p *physical) queryExtended(fns physicalFns) uint64 {
 	info := &p.info
 	var pin runtime.Pinner
 	defer pin.Unpin()
@@ -280,7 +339,7 @@ func (p *physical) queryExtended() uint64 {
 	}
 	pin.Pin(props2)
 	chain(&pin, &props2.pNext, links...)
-	C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceProperties2"), C.uint64_t(p.id), unsafe.Pointer(props2))
+	C.vkr_physical_device_query(fns.properties2, C.uint64_t(p.id), unsafe.Pointer(props2))
 
 	info.UUID = id.deviceUUID
 	info.SubgroupSize = int(sub.subgroupSize)
@@ -301,40 +360,55 @@ func (p *physical) queryExtended() uint64 {
 		info.ComputeUnits = int(nv.shaderSMCount)
 	}
 
-	p.queryFeatures(v12, v13)
+	p.queryFeatures(fns, v12, v13)
 	return m3.maxMemoryAllocationSize
 }
 
 // queryMemory reads the heaps and memory types, with budgets where
-// VK_EXT_memory_budget is present (it needs the Vulkan 1.1 query).
-func (p *physical) queryMemory(v11 bool) {
+// VK_EXT_memory_budget is present (it needs the Vulkan 1.1 query). A device
+// whose memory properties are unusable is left with none, and the reason
+// returned.
+//
+// The budget is asked for only once the device has reported usable heaps:
+// a device without memory has no budget to report, and RADV's null device
+// crashes computing one. Mesa 25.0's null winsys knows no VRAM for chips
+// missing from its table (navi33, gfx1151, gfx1201 …), so RADV takes its
+// APU budget path, which calls the winsys's query_value, a NULL function
+// pointer there (docs/VULKAN.md).
+func (p *physical) queryMemory(fns physicalFns, v11 bool) string {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	mp2 := &physicalDeviceMemoryProperties2{sType: stMemoryProperties2}
-	budget := &physicalDeviceMemoryBudgetProperties{sType: stMemoryBudgetProperties}
-	hasBudget := v11 && p.exts["VK_EXT_memory_budget"]
 	if v11 {
 		pin.Pin(mp2)
-		if hasBudget {
-			chain(&pin, &mp2.pNext, unsafe.Pointer(budget))
-		}
-		C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceMemoryProperties2"), C.uint64_t(p.id), unsafe.Pointer(mp2))
+		C.vkr_physical_device_query(fns.memory2, C.uint64_t(p.id), unsafe.Pointer(mp2))
 		p.mem = mp2.memoryProperties
 	} else {
-		C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceMemoryProperties"), C.uint64_t(p.id), unsafe.Pointer(&p.mem))
+		C.vkr_physical_device_query(fns.memory, C.uint64_t(p.id), unsafe.Pointer(&p.mem))
+	}
+	if problem := memoryProblem(&p.mem); problem != "" {
+		p.mem = physicalDeviceMemoryProperties{}
+		return problem
 	}
 	p.info.Heaps = make([]Heap, p.mem.memoryHeapCount)
 	for i := range p.info.Heaps {
 		hp := p.mem.memoryHeaps[i]
 		p.info.Heaps[i] = Heap{Size: hp.size, Budget: hp.size, DeviceLocal: hp.flags&uint32(vk.MemoryHeapDeviceLocalBit) != 0}
-		if hasBudget {
-			p.info.Heaps[i].Budget = budget.heapBudget[i]
-		}
 	}
+	if !v11 || !p.exts["VK_EXT_memory_budget"] {
+		return ""
+	}
+	budget := &physicalDeviceMemoryBudgetProperties{sType: stMemoryBudgetProperties}
+	chain(&pin, &mp2.pNext, unsafe.Pointer(budget))
+	C.vkr_physical_device_query(fns.memory2, C.uint64_t(p.id), unsafe.Pointer(mp2))
+	for i := range p.info.Heaps {
+		p.info.Heaps[i].Budget = budget.heapBudget[i]
+	}
+	return ""
 }
 
 // queryFeatures reads the optional features Open enables.
-func (p *physical) queryFeatures(v12, v13 bool) {
+func (p *physical) queryFeatures(fns physicalFns, v12, v13 bool) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	f := &featureSet{
@@ -348,7 +422,7 @@ func (p *physical) queryFeatures(v12, v13 bool) {
 		execProps: physicalDevicePipelineExecutablePropertiesFeatures{sType: stPipelineExecutablePropertiesFeatures},
 	}
 	f.link(&pin, p.exts, v12, v13, p.exts[extPipelineExecutableProperties])
-	C.vkr_physical_device_query(proc(p.inst, "vkGetPhysicalDeviceFeatures2"), C.uint64_t(p.id), unsafe.Pointer(&f.features))
+	C.vkr_physical_device_query(fns.features2, C.uint64_t(p.id), unsafe.Pointer(&f.features))
 	f.unlink()
 	p.feat = f
 

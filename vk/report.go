@@ -21,12 +21,15 @@ func driverVersionString(vendor, v uint32) string {
 	return versionString(v)
 }
 
+// reportLine writes one "label value" line of a device report.
+func reportLine(b *strings.Builder, label, format string, args ...any) {
+	fmt.Fprintf(b, "  %-16s %s\n", label, fmt.Sprintf(format, args...))
+}
+
 // Report renders the multi-line description `infer devices` prints.
 func (i DeviceInfo) Report() string {
 	var b strings.Builder
-	line := func(label, format string, args ...any) {
-		fmt.Fprintf(&b, "  %-16s %s\n", label, fmt.Sprintf(format, args...))
-	}
+	line := func(label, format string, args ...any) { reportLine(&b, label, format, args...) }
 	fmt.Fprintf(&b, "Device %d: %s\n", i.Index, i.Name)
 	line("type", "%s (vendor %#06x, device %#06x)", i.Type, i.VendorID, i.DeviceID)
 	driver := i.Driver
@@ -89,5 +92,24 @@ func (i DeviceInfo) Report() string {
 		ts = fmt.Sprintf("yes, %g ns per tick", i.TimestampPeriod)
 	}
 	line("timestamps", "%s", ts)
+	if i.Unusable != "" {
+		line("unusable", "%s", i.Unusable)
+	}
+	if i.CannotRun != "" {
+		line("cannot run work", "%s", i.CannotRun)
+	}
+	return b.String()
+}
+
+// ReportVerbose is Report plus the queue family Open uses and why
+// (`infer devices --verbose`).
+func (i DeviceInfo) ReportVerbose() string {
+	var b strings.Builder
+	b.WriteString(i.Report())
+	if i.Queue < 0 {
+		reportLine(&b, "queue", "none: %s (%d families)", i.QueueReason, len(i.QueueFamilies))
+	} else {
+		reportLine(&b, "queue", "family %d of %d (%s): %s", i.Queue, len(i.QueueFamilies), i.QueueFamilies[i.Queue], i.QueueReason)
+	}
 	return b.String()
 }

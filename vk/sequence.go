@@ -88,6 +88,9 @@ func (d *Device) NewSequence() *Sequence {
 	if s.err = d.alive(); s.err != nil {
 		return s
 	}
+	if s.err = d.CanRun(); s.err != nil {
+		return s
+	}
 	if s.err = s.create(); s.err != nil {
 		s.release()
 		return s
@@ -389,6 +392,7 @@ func (s *Sequence) Run() error {
 		return fmt.Errorf("vk: Run before End")
 	}
 	d := s.d
+	d.ran.Store(true)
 	d.queueMu.Lock()
 	r := int32(C.vkr_submit_wait(d.fns, C.uint64_t(d.id), C.uint64_t(d.queue), unsafe.Pointer(&s.sc.submit), (*C.uint64_t)(unsafe.Pointer(&s.sc.fence))))
 	d.queueMu.Unlock()

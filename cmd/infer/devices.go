@@ -8,11 +8,15 @@ import (
 )
 
 // devicesCmd lists every Vulkan device with the properties that decide how
-// vkinfer runs on it.
+// vkinfer runs on it; --verbose adds the queue family it would use and why.
 func devicesCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer devices", pflag.ContinueOnError)
+	verbose := fs.Bool("verbose", false, "also say which queue family vkinfer uses on each device, and why")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("devices: unexpected argument %q", fs.Arg(0))
 	}
 	devs, err := vk.Devices()
 	if err != nil {
@@ -22,7 +26,11 @@ func devicesCmd(args []string) error {
 		return fmt.Errorf("no Vulkan devices found")
 	}
 	for _, d := range devs {
-		fmt.Print(d.Report())
+		if *verbose {
+			fmt.Print(d.ReportVerbose())
+		} else {
+			fmt.Print(d.Report())
+		}
 		fmt.Println()
 	}
 	return nil

@@ -109,6 +109,13 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 			return nil, err
 		}
 		dev, err := vk.Open(vk.Options{Device: l.device, AllowCPU: l.backend == "vulkan"})
+		if err == nil {
+			// A device that cannot run work (a driver's null device) is
+			// no backend, whether asked for or found.
+			if err = dev.CanRun(); err != nil {
+				dev.Close()
+			}
+		}
 		if err == nil && l.backend == "auto" && l.device < 0 && dev.Info().Type == "cpu" {
 			// The only Vulkan device is a CPU driver (lavapipe): our own CPU
 			// backend is faster than emulating a GPU on the same cores.
@@ -128,7 +135,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 			if e, err = engine.New(dev, o); err == nil {
 				if l.verbose {
 					w, sg := e.Wave()
-					fmt.Fprint(os.Stderr, dev.Info().Report())
+					fmt.Fprint(os.Stderr, dev.Info().ReportVerbose())
 					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
 					fmt.Fprintf(os.Stderr, "matrix products: %s\n", describeIntDot(e.IntDot()))
 					fmt.Fprintln(os.Stderr, describeTuning(o.Tune))

@@ -147,9 +147,13 @@ func (e *Engine) Name() string {
 	return fmt.Sprintf("Vulkan (%s, %s)", i.Name, i.Driver)
 }
 
-// Reserve implements backend.Backend: refuse a model that cannot fit in the
-// device's local memory before uploading anything.
+// Reserve implements backend.Backend: refuse a device that cannot run work
+// (a driver's null device) or a model that cannot fit in the device's local
+// memory, before uploading anything.
 func (e *Engine) Reserve(weightBytes uint64, c backend.Cache) error {
+	if err := e.dev.CanRun(); err != nil {
+		return err
+	}
 	kv := kvBytes(c)
 	// Activations of a 512-token prompt program and alignment slack: a
 	// rough allowance, small beside the weights of any real model.
