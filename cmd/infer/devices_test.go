@@ -5,20 +5,22 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkinfer/vkinfer/internal/fixtures"
 	"github.com/vkinfer/vkinfer/internal/radvnull"
 )
 
-// inferEnv runs the binary like infer, in the environment env.
+// inferEnv runs the binary in the environment env (nil: this process's).
 func inferEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := command(t, args...)
 	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
 	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
+	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -39,20 +40,23 @@ type result struct {
 	took           time.Duration
 }
 
+// command returns a command running the binary, killed should it outlive
+// the test binary's deadline or 10 minutes: a hung kernel must not keep a
+// core busy after the test has given up on it.
+func command(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	end := time.Now().Add(10 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(end) {
+		end = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	t.Cleanup(cancel)
+	return exec.CommandContext(ctx, binary, args...)
+}
+
 func infer(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	t0 := time.Now()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return inferEnv(t, nil, args...)
 }
 
 // TestGoldenContinuation is the README's first command: greedy generation on
@@ -179,7 +183,7 @@ func TestInterrupt(t *testing.T) {
 	// Greedy, so the text checked below is the same every run: sampled at
 	// the default temperature with a random seed it once began "Once upon a
 	// time, in a small town" and failed CI.
-	cmd := exec.Command(binary, "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "Once upon a time", "-n", "-1",
+	cmd := command(t, "-m", fixtures.Path(t, "stories260K.gguf"), "-p", "Once upon a time", "-n", "-1",
 		"--ignore-eos", "-c", "65536", "--backend", "cpu", "-t", "1", "--temp", "0")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

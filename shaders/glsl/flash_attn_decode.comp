@@ -69,6 +69,7 @@
 // from memory (each slot's lanes read the same entries) instead of staged.
 
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_memory_scope_semantics : require
 #include "flash_attn.glsl"
 
 const uint SL = RL;                      // key slots
@@ -438,24 +439,26 @@ void main() {
         return;
     }
 
-    // Count this split done once all its partials are out (every lane's
-    // writes made visible, then the workgroup met); the last one to count
-    // sees the others' partials after its own acquire barrier. The chain
-    // (writes acknowledged, the count, the partials read) is the merge's
-    // cost, 4–5 µs of a Llama-3 layer at KV 16384 on the H200: every round
-    // trip to memory it saves shows.
+    // Count this split done once all its partials are out; the last one to
+    // count merges. The release/acquire chain, at device scope on buffer
+    // memory: each lane's partial writes, released by the control barrier
+    // to lane 0; lane 0's count, a release and acquire on the counter, so
+    // the last split's count reads from every other split's; its control
+    // barrier, which passes the acquire on to all its lanes. The chain is
+    // the merge's cost, 4–5 µs of a Llama-3 layer at KV 16384 on the H200:
+    // every round trip to memory it saves shows.
     const uint col = qrow * gl_NumWorkGroups.y + gl_WorkGroupID.y;
-    memoryBarrierBuffer();
-    barrier();
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
     if (lane == 0) {
-        last = atomicAdd(counts[col], 1u) == gl_NumWorkGroups.z - 1;
+        last = atomicAdd(counts[col], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease) ==
+               gl_NumWorkGroups.z - 1;
     }
-    memoryBarrierShared();
-    barrier();
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
     if (!last) {
         return;
     }
-    memoryBarrierBuffer();
     merge_rows(qrow * pc.n_head + head0, HG, pc.n_q * pc.n_head, gl_NumWorkGroups.z, lane);
     if (lane == 0) {
         // Every split has counted and none will again in this dispatch; a

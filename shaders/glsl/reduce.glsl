@@ -32,9 +32,12 @@ void wg_reduce(bool useMax) {
         }
     }
     barrier();
+    // At most NSG subgroups by the device's limits; the bound is the array's
+    // all the same, whatever a driver reports.
+    const uint nsg = min(gl_NumSubgroups, NSG);
     for (uint i = 0u; i < RED_N; i++) {
         float r = red_sh[i * NSG];
-        for (uint s = 1u; s < gl_NumSubgroups; s++) {
+        for (uint s = 1u; s < nsg; s++) {
             float o = red_sh[i * NSG + s];
             r = useMax ? max(r, o) : r + o;
         }
