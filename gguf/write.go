@@ -29,7 +29,7 @@ type WriteTensor struct {
 // a uint32 entry). Only one tensor's bytes are held at a time. On error the
 // partial file is removed.
 func Write(path string, kvs []KV, tensors []WriteTensor) (err error) {
-	align, sizes, err := checkWrite(kvs, tensors)
+	align, sizes, err := checkWrite(kvs, tensors, true)
 	if err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
@@ -45,6 +45,31 @@ func Write(path string, kvs []KV, tensors []WriteTensor) (err error) {
 		}
 	}()
 	e := &encoder{w: bufio.NewWriterSize(f, 1<<20)}
+	writeHeader(e, kvs, tensors, sizes, align)
+	for i, t := range tensors {
+		b, err := t.Data()
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", quote(t.Name), err)
+		}
+		if uint64(len(b)) != sizes[i] {
+			return fmt.Errorf("tensor %s: Data returned %d bytes, want %d", quote(t.Name), len(b), sizes[i])
+		}
+		e.Write(b)
+		e.pad(align)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	if err := e.w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// writeHeader writes everything before the first tensor's data: the
+// magic, the metadata, the tensor table (offsets from the sizes, each
+// tensor aligned) and the padding up to the data section.
+func writeHeader(e *encoder, kvs []KV, tensors []WriteTensor, sizes []uint64, align uint64) {
 	e.Write([]byte("GGUF"))
 	e.u32(version)
 	e.u64(uint64(len(tensors)))
@@ -66,29 +91,12 @@ func Write(path string, kvs []KV, tensors []WriteTensor) (err error) {
 		off = alignUp(off+sizes[i], align)
 	}
 	e.pad(align)
-	for i, t := range tensors {
-		b, err := t.Data()
-		if err != nil {
-			return fmt.Errorf("tensor %s: %w", quote(t.Name), err)
-		}
-		if uint64(len(b)) != sizes[i] {
-			return fmt.Errorf("tensor %s: Data returned %d bytes, want %d", quote(t.Name), len(b), sizes[i])
-		}
-		e.Write(b)
-		e.pad(align)
-	}
-	if e.err != nil {
-		return e.err
-	}
-	if err := e.w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // checkWrite validates the input before anything is written, with the
-// reader's rules, and returns the alignment and each tensor's size.
-func checkWrite(kvs []KV, tensors []WriteTensor) (uint64, []uint64, error) {
+// reader's rules, and returns the alignment and each tensor's size. With
+// needData, every tensor must have its Data function.
+func checkWrite(kvs []KV, tensors []WriteTensor, needData bool) (uint64, []uint64, error) {
 	align := uint64(defaultAlignment)
 	keys := map[string]bool{}
 	for _, kv := range kvs {
@@ -117,7 +125,7 @@ func checkWrite(kvs []KV, tensors []WriteTensor) (uint64, []uint64, error) {
 			return 0, nil, fmt.Errorf("duplicate tensor name %s", quote(t.Name))
 		}
 		names[t.Name] = true
-		if t.Data == nil {
+		if needData && t.Data == nil {
 			return 0, nil, fmt.Errorf("tensor %s: no Data function", quote(t.Name))
 		}
 		n, err := tensorBytes(t.Type, t.Shape)

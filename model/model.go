@@ -143,20 +143,41 @@ func (m *Model) scratch() []float32 {
 }
 
 func (m *Model) run(tokens []int32, pos int, all bool, out []float32) error {
-	k := programKey{len(tokens), all}
-	p, ok := m.programs[k]
-	if !ok {
-		var err error
-		p, err = m.be.Record(k.n, func(ops backend.Ops) { m.build(ops, k.n, all) })
-		if err != nil {
-			return fmt.Errorf("model: recording a %d-token forward pass: %w", k.n, err)
-		}
-		m.programs[k] = p
+	p, err := m.program(len(tokens), all)
+	if err != nil {
+		return err
 	}
 	if err := p.Run(tokens, pos, out); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
 	return nil
+}
+
+// Prepare records the program Forward runs for a batch of n tokens (1 to
+// UBatch; logits of every row when all) without running it. Forward
+// records on first use anyway; a backend that only lists what a model's
+// passes would build (engine.Plan) is driven by this alone.
+func (m *Model) Prepare(n int, all bool) error {
+	if n < 1 || n > m.UBatch {
+		return fmt.Errorf("model: a batch of %d tokens (want 1 to %d)", n, m.UBatch)
+	}
+	_, err := m.program(n, all)
+	return err
+}
+
+// program returns the recorded program for a batch of n tokens, recording
+// it on first use.
+func (m *Model) program(n int, all bool) (backend.Program, error) {
+	k := programKey{n, all}
+	if p, ok := m.programs[k]; ok {
+		return p, nil
+	}
+	p, err := m.be.Record(n, func(ops backend.Ops) { m.build(ops, n, all) })
+	if err != nil {
+		return nil, fmt.Errorf("model: recording a %d-token forward pass: %w", n, err)
+	}
+	m.programs[k] = p
+	return p, nil
 }
 
 // build records the llama forward pass for n tokens.

@@ -248,10 +248,7 @@ func orDefault[T any](list, def []T) []T {
 // built-in geometry.
 func sweepGeometry[G comparable](sw *sweeper, m Model, r *Report, kernel string, n int, gs []G,
 	builtin func(*kernels.Kernels) G, variant func(k *kernels.Kernels, g, def G) matVariant) (g G, ok bool, err error) {
-	k, err := kernels.New(sw.dev)
-	if err != nil {
-		return g, false, err
-	}
+	k := kernels.New(sw.dev)
 	defer k.Close()
 	def := builtin(k)
 	gs = withDefault(gs, def)

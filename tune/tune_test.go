@@ -86,10 +86,7 @@ func TestSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kernels.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := kernels.New(d)
 	defer k.Close()
 	kinds := map[string]int{}
 	for _, tb := range r.Tables {
@@ -213,10 +210,7 @@ func TestSweepWithoutIntegerDot(t *testing.T) {
 // are distinct, and the matmul_q8 tiles are those that fit the device.
 func TestDefaultQ8Variants(t *testing.T) {
 	d := open(t)
-	k, err := kernels.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := kernels.New(d)
 	defer k.Close()
 	for _, quick := range []bool{false, true} {
 		shapes := defaultMatVecsQ8(quick)
@@ -449,10 +443,7 @@ func TestProfileLookup(t *testing.T) {
 	if p == nil || warn != "" || p.Path != path {
 		t.Fatalf("Find: %v, %q", p, warn)
 	}
-	k, err := kernels.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := kernels.New(d)
 	defer k.Close()
 	p.ApplyKernels(k)
 	if k.Tile != good.MatMul.Tile() || k.MatVec != good.MatVec.Shape() ||
@@ -579,10 +570,7 @@ func TestDefaultTiles(t *testing.T) {
 func TestCaseErrors(t *testing.T) {
 	d := open(t)
 	sw := &sweeper{dev: d, o: Options{Reps: 1, Log: io.Discard}}
-	k, err := kernels.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := kernels.New(d)
 	defer k.Close()
 	if c, err := sw.newMatrixCase(k, Matrix{Rows: 3, K: 48, Type: quant.F32}, 2, 0, true); err == nil || !strings.Contains(err.Error(), "quantizing") {
 		t.Errorf("q8 activations of K 48: %v, %v", c, err)

@@ -3,7 +3,9 @@ package vk
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
@@ -47,6 +49,13 @@ func (p *Pipeline) SubgroupSize() int { return p.spec.SubgroupSize }
 // Bindings is the number of storage buffers the pipeline binds (PipelineSpec.Bindings).
 func (p *Pipeline) Bindings() int { return p.spec.Bindings }
 
+// Spec is the pipeline's PipelineSpec (a copy).
+func (p *Pipeline) Spec() PipelineSpec {
+	s := p.spec
+	s.Spec = slices.Clone(s.Spec)
+	return s
+}
+
 func (s PipelineSpec) key() string {
 	return fmt.Sprintf("%s|%v|%d", s.Name, s.Spec, s.SubgroupSize)
 }
@@ -78,6 +87,19 @@ func (d *Device) Pipeline(s PipelineSpec) (*Pipeline, error) {
 	d.pipelines[s.key()] = p
 	d.cache.dirty = true
 	return p, nil
+}
+
+// Pipelines lists the pipelines built on the device so far, by name, then
+// specialization: what a set of recordings compiled.
+func (d *Device) Pipelines() []*Pipeline {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	keys := slices.Sorted(maps.Keys(d.pipelines))
+	ps := make([]*Pipeline, len(keys))
+	for i, k := range keys {
+		ps[i] = d.pipelines[k]
+	}
+	return ps
 }
 
 // checkSpec rejects what the driver or the validation layer would, with a

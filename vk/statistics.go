@@ -82,7 +82,7 @@ func (p *Pipeline) Statistics() ([]Statistic, error) {
 	if !d.info.PipelineStatistics {
 		return nil, fmt.Errorf("vk: the device does not report pipeline statistics (%s lacks %s)", d.info.Name, extPipelineExecutableProperties)
 	}
-	exe, err := p.computeExecutable()
+	exe, _, err := p.computeExecutable()
 	if err != nil {
 		return nil, err
 	}
@@ -121,19 +121,38 @@ func (p *Pipeline) Statistics() ([]Statistic, error) {
 	return out, nil
 }
 
+// DriverSubgroupSize is the subgroup size the driver compiled the
+// pipeline's compute shader for (VkPipelineExecutablePropertiesKHR's
+// subgroupSize): what it runs with, required (SubgroupSize) or the
+// driver's own choice. Like Statistics it needs DeviceInfo.PipelineStatistics.
+func (p *Pipeline) DriverSubgroupSize() (int, error) {
+	d := p.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if err := d.alive(); err != nil {
+		return 0, err
+	}
+	if !d.info.PipelineStatistics {
+		return 0, fmt.Errorf("vk: the device does not report pipeline executables (%s lacks %s)", d.info.Name, extPipelineExecutableProperties)
+	}
+	_, size, err := p.computeExecutable()
+	return size, err
+}
+
 // computeExecutable finds the index of the executable that runs the compute
-// stage. A compute pipeline normally has exactly one; a driver may list
-// helpers beside it, so the stage decides rather than the position.
-func (p *Pipeline) computeExecutable() (uint32, error) {
+// stage, and its subgroup size. A compute pipeline normally has exactly
+// one; a driver may list helpers beside it, so the stage decides rather
+// than the position.
+func (p *Pipeline) computeExecutable() (index uint32, subgroup int, err error) {
 	d := p.d
 	info := &pipelineInfo{sType: stPipelineInfo, pipeline: p.id}
 	var n C.uint32_t
 	r := C.vkr_pipeline_executables(d.fns, C.uint64_t(d.id), unsafe.Pointer(info), &n, nil)
 	if err := check("counting pipeline executables", int32(r)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("vk: pipeline %q: the driver lists no executables", p.spec.Name)
+		return 0, 0, fmt.Errorf("vk: pipeline %q: the driver lists no executables", p.spec.Name)
 	}
 	props := make([]pipelineExecutableProperties, n)
 	for i := range props {
@@ -141,12 +160,12 @@ func (p *Pipeline) computeExecutable() (uint32, error) {
 	}
 	r = C.vkr_pipeline_executables(d.fns, C.uint64_t(d.id), unsafe.Pointer(info), &n, unsafe.Pointer(&props[0]))
 	if err := check("listing pipeline executables", int32(r)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for i, e := range props[:n] {
 		if e.stages&shaderStageCompute != 0 {
-			return uint32(i), nil
+			return uint32(i), int(e.subgroupSize), nil
 		}
 	}
-	return 0, nil
+	return 0, int(props[0].subgroupSize), nil
 }

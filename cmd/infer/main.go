@@ -6,6 +6,7 @@
 //	infer bench -m model.gguf                   llama-bench-style throughput tests
 //	infer check -m model.gguf                   compare the GPU engine with the CPU engine
 //	infer tune                                  sweep kernel geometry on this device
+//	infer kernels -m model.gguf                 the engine's pipelines for a model, with the compiler's statistics
 package main
 
 import (
@@ -24,6 +25,7 @@ var commands = map[string]func(args []string) error{
 	"bench":   benchCmd,
 	"check":   checkCmd,
 	"tune":    tuneCmd,
+	"kernels": kernelsCmd,
 }
 
 func main() {

@@ -109,21 +109,9 @@ func (p *preset) plan(f *ftype, seed uint64, progress func(done, total uint64)) 
 // (…/vkinfer/synth/PRESET-FTYPE-seed0.gguf) and reused afterwards. Any other
 // argument is a path and is returned unchanged.
 func Resolve(spec string, progress func(done, total uint64)) (string, error) {
-	rest, ok := strings.CutPrefix(spec, specPrefix)
-	if !ok {
-		return spec, nil
-	}
-	name, ftype, _ := strings.Cut(rest, ":")
-	if ftype == "" {
-		ftype = DefaultFtype
-	}
-	p, err := lookupPreset(name)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", spec, err)
-	}
-	f, err := lookupFtype(ftype)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", spec, err)
+	p, f, err := parseSpec(spec)
+	if err != nil || p == nil {
+		return spec, err
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -144,4 +132,49 @@ func Resolve(spec string, progress func(done, total uint64)) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// IsSpec reports whether a model argument names a preset
+// ("synth:PRESET[:FTYPE]") rather than a file.
+func IsSpec(s string) bool { return strings.HasPrefix(s, specPrefix) }
+
+// Header returns the header of the file Resolve gives for a
+// "synth:PRESET[:FTYPE]" spec (metadata, vocabulary and tensor table, see
+// gguf.Header) without generating the file or any weights: for reading a
+// preset's shapes.
+func Header(spec string) (*gguf.File, error) {
+	p, f, err := parseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, fmt.Errorf("synth: %q names no preset (want %sPRESET[:FTYPE])", spec, specPrefix)
+	}
+	tensors, _, err := p.plan(f, 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("synth: %s %s: %w", p.name, f.name, err)
+	}
+	return gguf.Header(spec, p.metadata(f), tensors)
+}
+
+// parseSpec reads "synth:PRESET[:FTYPE]"; the preset is nil for a string
+// without the prefix.
+func parseSpec(spec string) (*preset, *ftype, error) {
+	rest, ok := strings.CutPrefix(spec, specPrefix)
+	if !ok {
+		return nil, nil, nil
+	}
+	name, ftype, _ := strings.Cut(rest, ":")
+	if ftype == "" {
+		ftype = DefaultFtype
+	}
+	p, err := lookupPreset(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	f, err := lookupFtype(ftype)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	return p, f, nil
 }

@@ -311,3 +311,82 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestHeader: a preset's header is the header of the file Resolve writes
+// (every key's value, the tensor table, the size), and it is made without
+// writing anything.
+func TestHeader(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, spec := range []string{"synth:tiny", "synth:tiny-qwen2:q8_0", "synth:tiny:f16"} {
+		h, err := Header(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := Resolve(spec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := open(t, path)
+		if h.Path() != spec || h.Size() != f.Size() || !slices.Equal(h.Keys(), f.Keys()) {
+			t.Errorf("%s: path %q, size %d, keys %v; want the spec, %d, %v", spec, h.Path(), h.Size(), h.Keys(), f.Size(), f.Keys())
+		}
+		for _, k := range f.Keys() {
+			if got, want := metaValue(h, k), metaValue(f, k); got != want {
+				t.Errorf("%s: %s = %s, want %s", spec, k, got, want)
+			}
+		}
+		want := f.Tensors()
+		for i, got := range h.Tensors() {
+			if i >= len(want) || fmt.Sprint(*got) != fmt.Sprint(*want[i]) {
+				t.Errorf("%s: tensor %d is %+v, want the file's", spec, i, *got)
+			}
+		}
+		if len(h.Tensors()) != len(want) {
+			t.Errorf("%s: %d tensors, want %d", spec, len(h.Tensors()), len(want))
+		}
+	}
+	// The real geometries come without their gigabytes.
+	dir := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "vkinfer", "synth")
+	before, _ := os.ReadDir(dir)
+	h, err := Header("synth:llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := h.Tensor("output.weight"); !ok || out.Type != quant.Q6_K || h.Size() < 4<<30 {
+		t.Errorf("llama3-8b: output %+v, size %d", out, h.Size())
+	}
+	if after, _ := os.ReadDir(dir); len(after) != len(before) {
+		t.Errorf("Header wrote into the cache: %d entries, then %d", len(before), len(after))
+	}
+	for spec, want := range map[string]string{"tiny": "names no preset", "synth:gpt5": "unknown preset", "synth:tiny:q4_0": "unknown ftype"} {
+		if _, err := Header(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Header(%q): %v, want an error mentioning %s", spec, err, want)
+		}
+	}
+}
+
+// metaValue renders a metadata value by whichever getter reads it.
+func metaValue(f *gguf.File, key string) string {
+	if v, ok := f.String(key); ok {
+		return "string " + v
+	}
+	if v, ok := f.Strings(key); ok {
+		return fmt.Sprint("strings ", v)
+	}
+	if v, ok := f.Float32s(key); ok {
+		return fmt.Sprint("float32s ", v)
+	}
+	if v, ok := f.Int32s(key); ok {
+		return fmt.Sprint("int32s ", v)
+	}
+	if v, ok := f.Bool(key); ok {
+		return fmt.Sprint("bool ", v)
+	}
+	if v, ok := f.Uint(key); ok {
+		return fmt.Sprint("uint ", v)
+	}
+	if v, ok := f.Float(key); ok {
+		return fmt.Sprint("float ", v)
+	}
+	return "?"
+}

@@ -60,10 +60,7 @@ type Engine struct {
 
 // New builds the backend on an open device.
 func New(dev *vk.Device, o Options) (*Engine, error) {
-	k, err := kernels.New(dev)
-	if err != nil {
-		return nil, err
-	}
+	k := kernels.New(dev)
 	o.Tune.ApplyKernels(k)
 	if o.IntDot != nil {
 		if *o.IntDot && !dev.Info().IntegerDot {
@@ -197,10 +194,18 @@ func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) 
 	return &tensor{rows: rows, cols: cols, typ: t, b: b}, nil
 }
 
+// plainAttention says whether attention of shape a runs the plain kernel:
+// when asked for, or for head dims flash attention does not take. It
+// takes multiples of 8 up to 256 (every real checkpoint); anything else,
+// such as llama-2-tiny-random's 4, runs the plain kernel.
+func (e *Engine) plainAttention(a backend.Attention) bool {
+	return e.o.PlainAttention || a.HeadDim%8 != 0 || a.HeadDim > 256
+}
+
 // InitCache implements backend.Backend.
 func (e *Engine) InitCache(c backend.Cache) error {
-	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 || c.KVDim%2 != 0 {
-		return fmt.Errorf("vulkan: invalid KV cache shape %+v", c)
+	if err := checkCache(c); err != nil {
+		return err
 	}
 	e.freeCache()
 	e.cache = c
@@ -214,6 +219,13 @@ func (e *Engine) InitCache(c backend.Cache) error {
 			}
 			*list = append(*list, b)
 		}
+	}
+	return nil
+}
+
+func checkCache(c backend.Cache) error {
+	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 || c.KVDim%2 != 0 {
+		return fmt.Errorf("vulkan: invalid KV cache shape %+v", c)
 	}
 	return nil
 }

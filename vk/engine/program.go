@@ -213,11 +213,15 @@ func (p *program) q8Copy(t *tensor) *q8Copy {
 // integer path or weights that use it, or for rows that are not whole
 // blocks of 32 values.
 func (p *program) q8Out(t *tensor) *q8Copy {
-	if !p.e.q8Weights || t.cols%32 != 0 || t.b.Off%16 != 0 {
+	if !p.e.q8Weights || !q8Able(t) {
 		return nil
 	}
 	return p.q8Copy(t)
 }
+
+// q8Able says whether kernels can write activation t in the q8 layout as
+// they write it: rows of whole 32-value blocks, at a vec4 offset.
+func q8Able(t *tensor) bool { return t.cols%32 == 0 && t.b.Off%16 == 0 }
 
 // productQ8 records dst = w·x (+ r where r is not nil, in decode) on the
 // 8-bit copy of x, rounding x first unless a kernel since its last write
@@ -263,14 +267,14 @@ func (p *program) Add(dst, a, b backend.Tensor) {
 
 func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	t := act(x)
-	kr, reads := p.rope(r)
+	kr, reads := kernelRoPE(r)
 	p.op(append(reads, t.b, whole(p.step)), bindings(t.b), func() error {
 		return p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr)
 	})
 }
 
-// rope converts r for the kernels, with the bindings it reads.
-func (p *program) rope(r backend.RoPE) (kernels.RoPE, []vk.Binding) {
+// kernelRoPE converts r for the kernels, with the bindings it reads.
+func kernelRoPE(r backend.RoPE) (kernels.RoPE, []vk.Binding) {
 	kr := kernels.RoPE{HeadDim: r.HeadDim, Dims: r.Dims, Base: r.Base, Scale: r.Scale, NeoX: r.NeoX}
 	if r.Factors == nil {
 		return kr, nil
@@ -290,7 +294,7 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 	var kr *kernels.RoPE
 	var ropeReads []vk.Binding
 	if rope != nil {
-		r, reads := p.rope(*rope)
+		r, reads := kernelRoPE(*rope)
 		kr, ropeReads = &r, reads
 	}
 	for _, kv := range []struct {
@@ -313,11 +317,8 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	}
 	out, in := act(dst).b, act(q).b
 	kc, vc := whole(p.e.kc[layer]), whole(p.e.vc[layer])
-	// Flash attention takes head dims that are multiples of 8 up to 256 (every
-	// real checkpoint); anything else, such as llama-2-tiny-random's 4, runs
-	// the plain kernel.
 	reads := bindings(in, kc, vc, whole(p.step))
-	if p.e.o.PlainAttention || a.HeadDim%8 != 0 || a.HeadDim > 256 {
+	if p.e.plainAttention(a) {
 		p.op(reads, bindings(out), func() error {
 			return p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n,
 				kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale})
@@ -367,7 +368,7 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
 	d, g, u := act(dst), act(gate), act(up)
-	if c := p.q8Out(d); c != nil && g.b.Off%16 == 0 && u.b.Off%16 == 0 {
+	if c := p.q8Out(d); c != nil && q8Able(g) && q8Able(u) {
 		// The result feeds the down projection, in 8 bits.
 		p.op(bindings(g.b, u.b), bindings(d.b, c.b), func() error {
 			return p.e.k.SwiGLUQ8(p.seq, c.b, d.b, g.b, u.b, d.rows, d.cols)

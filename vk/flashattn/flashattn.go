@@ -249,7 +249,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 			pushMain, uint32(gx), uint32(gy), uint32(gz))
 		return nil
 	}
-	reduce, err := f.pipeline("flash_attn_reduce", 4, 12, attention.WaveChoice{}, uint32(sh.HeadDim), b32(q8))
+	reduce, err := f.pipeline(reduceSpec(sh.HeadDim, q8))
 	if err != nil {
 		return err
 	}
@@ -262,27 +262,65 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	return nil
 }
 
-// pipeline returns the memoised pipeline of a shader for its specialization
-// constants; w.Require pins the hardware subgroup size.
-func (f *FlashAttn) pipeline(name string, bindings, pushSize int, w attention.WaveChoice, spec ...uint32) (*vk.Pipeline, error) {
-	sg := 0
-	if w.Require {
-		sg = w.Subgroup
-	}
-	key := pipeKey{name: name, sg: sg}
-	copy(key.spec[:], spec)
+// pipeline returns the memoised pipeline of s.
+func (f *FlashAttn) pipeline(s vk.PipelineSpec) (*vk.Pipeline, error) {
+	key := pipeKey{name: s.Name, sg: s.SubgroupSize}
+	copy(key.spec[:], s.Spec)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p, ok := f.pipes[key]; ok {
 		return p, nil
 	}
-	p, err := f.d.Pipeline(vk.PipelineSpec{Name: name, SPIRV: shaders.SPIRV(name), Bindings: bindings,
-		PushSize: pushSize, Spec: spec, SubgroupSize: sg})
+	p, err := f.d.Pipeline(s)
 	if err != nil {
-		return nil, fmt.Errorf("flashattn: pipeline %s %v: %w", name, spec, err)
+		return nil, fmt.Errorf("flashattn: pipeline %s %v: %w", s.Name, s.Spec, err)
 	}
 	f.pipes[key] = p
 	return p, nil
+}
+
+// spec describes the pipeline of a shader with its specialization
+// constants; w.Require pins the hardware subgroup size.
+func spec(name string, bindings, pushSize int, w attention.WaveChoice, constants ...uint32) vk.PipelineSpec {
+	sg := 0
+	if w.Require {
+		sg = w.Subgroup
+	}
+	return vk.PipelineSpec{Name: name, SPIRV: shaders.SPIRV(name), Bindings: bindings, PushSize: pushSize,
+		Spec: constants, SubgroupSize: sg}
+}
+
+// mainSpec is the plan's kernel with flash_attn.glsl's 7 bindings, and in
+// decode the split merge's 3 more.
+func mainSpec(p attention.Plan, q8 bool) vk.PipelineSpec {
+	bindings := 7
+	if p.Decode() {
+		bindings = 10
+	}
+	return spec(p.Shader(), bindings, 20, p.Wave,
+		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
+		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8), uint32(max(p.MergeHeads, 1)))
+}
+
+// reduceSpec is the merge pass of a split prefill, with the 8-bit output
+// when q8.
+func reduceSpec(headDim int, q8 bool) vk.PipelineSpec {
+	return spec("flash_attn_reduce", 4, 12, attention.WaveChoice{}, uint32(headDim), b32(q8))
+}
+
+// Specs are the pipelines Record builds for sh, with the 8-bit output when
+// q8 (as Record with IO.Q8 set): the plan's kernel, and for a split
+// prefill the merge pass. Listing them builds nothing.
+func (f *FlashAttn) Specs(sh Shape, q8 bool) ([]vk.PipelineSpec, error) {
+	p, err := f.Plan(sh)
+	if err != nil {
+		return nil, fmt.Errorf("flashattn: %w", err)
+	}
+	specs := []vk.PipelineSpec{mainSpec(p, q8)}
+	if p.Splits > 1 && !p.Decode() {
+		specs = append(specs, reduceSpec(sh.HeadDim, q8))
+	}
+	return specs, nil
 }
 
 // b32 is a boolean specialization constant.

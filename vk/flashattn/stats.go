@@ -28,15 +28,7 @@ func (f *FlashAttn) Statistics(sh Shape, q8 bool) ([]vk.Statistic, error) {
 	return main.Statistics()
 }
 
-// mainPipeline gets the pipeline Record dispatches first: the plan's
-// kernel with flash_attn.glsl's 7 bindings, and in decode the split merge's
-// 3 more.
+// mainPipeline gets the pipeline Record dispatches first.
 func (f *FlashAttn) mainPipeline(p attention.Plan, q8 bool) (*vk.Pipeline, error) {
-	bindings := 7
-	if p.Decode() {
-		bindings = 10
-	}
-	return f.pipeline(p.Shader(), bindings, 20, p.Wave,
-		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8), uint32(max(p.MergeHeads, 1)))
+	return f.pipeline(mainSpec(p, q8))
 }

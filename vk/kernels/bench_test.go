@@ -35,7 +35,7 @@ func benchSetup(b *testing.B) *Kernels {
 		benchDev, benchErr = vk.Open(vk.Options{Device: -1, AllowCPU: true})
 		if benchErr == nil {
 			benchDev.SetProfiling(true)
-			benchK, benchErr = New(benchDev)
+			benchK = New(benchDev)
 		}
 	})
 	if benchErr != nil {

@@ -21,7 +21,6 @@ import (
 var (
 	kernOnce sync.Once
 	kern     *Kernels
-	kernErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -36,10 +35,7 @@ func TestMain(m *testing.M) {
 func setup(t testing.TB) *Kernels {
 	t.Helper()
 	d := vktest.Shared(t)
-	kernOnce.Do(func() { kern, kernErr = New(d) })
-	if kernErr != nil {
-		t.Fatal(kernErr)
-	}
+	kernOnce.Do(func() { kern = New(d) })
 	return kern
 }
 

@@ -17,6 +17,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/shaders"
@@ -156,8 +157,11 @@ type Kernels struct {
 	dev  *vk.Device
 	info vk.DeviceInfo
 	// dummy is bound where a shader declares a buffer that a variant does
-	// not read (RoPE without frequency factors).
-	dummy *vk.Buffer
+	// not read (RoPE without frequency factors). It is made on first use
+	// (unused), so that kernels which only list their pipelines (the
+	// engine's Plan, on devices that cannot allocate) allocate nothing.
+	dummyMu sync.Mutex
+	dummy   *vk.Buffer
 
 	// MatVec and Tile are the shapes MatMul uses; callers (a tuning sweep)
 	// may change them between recordings.
@@ -174,15 +178,27 @@ type Kernels struct {
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).
-func New(d *vk.Device) (*Kernels, error) {
-	dummy, err := d.NewBuffer(16, false)
-	if err != nil {
-		return nil, fmt.Errorf("kernels: %w", err)
-	}
+// It allocates nothing.
+func New(d *vk.Device) *Kernels {
 	info := d.Info()
 	mv, tile, tileQ8 := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
-	return &Kernels{dev: d, info: info, dummy: dummy, MatVec: mv, Tile: tile, TileQ8: tileQ8, MatVecQ8: defaultMatVecQ8,
-		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}, nil
+	return &Kernels{dev: d, info: info, MatVec: mv, Tile: tile, TileQ8: tileQ8, MatVecQ8: defaultMatVecQ8,
+		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}
+}
+
+// unused is the binding for a buffer a shader declares and the variant
+// being recorded does not read.
+func (k *Kernels) unused() (vk.Binding, error) {
+	k.dummyMu.Lock()
+	defer k.dummyMu.Unlock()
+	if k.dummy == nil {
+		b, err := k.dev.NewBuffer(16, false)
+		if err != nil {
+			return vk.Binding{}, fmt.Errorf("kernels: %w", err)
+		}
+		k.dummy = b
+	}
+	return vk.Binding{Buf: k.dummy}, nil
 }
 
 // TileQ8For is matmul_q8's tile for a batch of n activation columns:
@@ -230,21 +246,30 @@ func matVecLanes(rows, K, rowsPerGroup, computeUnits, maxInvocations int) int {
 // activations.
 func (k *Kernels) UseQ8(t quant.Type) bool { return k.Q8 && HasQ8(t) }
 
-// Close frees what New allocated. Pipelines belong to the device.
+// Close frees what the recordings allocated. Pipelines belong to the
+// device.
 func (k *Kernels) Close() {
-	k.dummy.Free()
+	if k.dummy != nil {
+		k.dummy.Free()
+	}
 }
 
-// pipeline returns the pipeline of shader name with the given
-// specialization constants (constant_id 0 is always the workgroup size);
-// the device memoises it.
-func (k *Kernels) pipeline(name string, bindings, pushSize, wave int, spec ...uint32) (*vk.Pipeline, error) {
-	p, err := k.dev.Pipeline(vk.PipelineSpec{
-		Name: name, SPIRV: shaders.SPIRV(name), Bindings: bindings, PushSize: pushSize,
-		Spec: spec, SubgroupSize: wave,
-	})
+// spec describes the pipeline of shader name with the given specialization
+// constants (constant_id 0 is always the workgroup size) and required
+// subgroup size (0: the driver's choice).
+func spec(name string, bindings, pushSize, wave int, constants ...uint32) vk.PipelineSpec {
+	return vk.PipelineSpec{Name: name, SPIRV: shaders.SPIRV(name), Bindings: bindings, PushSize: pushSize,
+		Spec: constants, SubgroupSize: wave}
+}
+
+// pipeline returns the pipeline of s; the device memoises it. Every
+// recording method builds the pipeline its exported …Spec method
+// describes, so that a list of specs (the engine's Plan) is what the
+// recordings build.
+func (k *Kernels) pipeline(s vk.PipelineSpec) (*vk.Pipeline, error) {
+	p, err := k.dev.Pipeline(s)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: pipeline %s %v: %w", name, spec, err)
+		return nil, fmt.Errorf("kernels: pipeline %s %v: %w", s.Name, s.Spec, err)
 	}
 	return p, nil
 }

@@ -74,11 +74,20 @@ func (k *Kernels) MatMul(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, 
 	if n <= MaxMatVecCols {
 		return k.MatVecWith(s, dst, w, x, t, n, rows, K, k.MatVec)
 	}
-	return k.MatMulTiled(s, dst, w, x, t, n, rows, K, k.tileFor(t))
+	return k.MatMulTiled(s, dst, w, x, t, n, rows, K, k.TileFor(t))
 }
 
-// tileFor is the tile MatMul uses for weights of type t.
-func (k *Kernels) tileFor(t quant.Type) Tile {
+// ProductSpec is the pipeline MatMul builds for n columns of activations
+// and weights of type t.
+func (k *Kernels) ProductSpec(t quant.Type, n int) vk.PipelineSpec {
+	if n <= MaxMatVecCols {
+		return k.MatVecSpec(t, n, k.MatVec, false, false)
+	}
+	return k.MatMulSpec(t, k.TileFor(t))
+}
+
+// TileFor is the tile MatMul uses for weights of type t.
+func (k *Kernels) TileFor(t quant.Type) Tile {
 	tile := k.Tile
 	tile.F16 = tile.F16 && !isFloat(t)
 	return tile
@@ -147,10 +156,16 @@ func (k *Kernels) quantizeQ8(s *vk.Sequence, dst, x vk.Binding, y, out *vk.Bindi
 	if K%32 != 0 {
 		return fmt.Errorf("kernels: quantize_q8: rows of %d values: need a multiple of 32", K)
 	}
-	ins, op := []vk.Binding{x}, uint32(0)
-	yb, ob := vk.Binding{Buf: k.dummy}, vk.Binding{Buf: k.dummy}
+	ins := []vk.Binding{x}
+	var yb, ob vk.Binding
 	if y != nil {
-		ins, op, yb, ob = []vk.Binding{x, *y, *out}, 1, *y, *out
+		ins, yb, ob = []vk.Binding{x, *y, *out}, *y, *out
+	} else {
+		unused, err := k.unused()
+		if err != nil {
+			return err
+		}
+		yb, ob = unused, unused
 	}
 	for _, b := range ins {
 		if err := need("quantize_q8 operand", b, f32(n*K)); err != nil {
@@ -163,7 +178,7 @@ func (k *Kernels) quantizeQ8(s *vk.Sequence, dst, x vk.Binding, y, out *vk.Bindi
 	if err := need("quantize_q8 dst", dst, Q8Bytes(n, K)); err != nil {
 		return err
 	}
-	p, err := k.pipeline("quantize_q8", 4, 4, 0, Lanes, op)
+	p, err := k.pipeline(k.QuantizeQ8Spec(y != nil))
 	if err != nil {
 		return err
 	}
@@ -174,6 +189,12 @@ func (k *Kernels) quantizeQ8(s *vk.Sequence, dst, x vk.Binding, y, out *vk.Bindi
 	}
 	s.Dispatch(p, []vk.Binding{dst, x, yb, ob}, vk.Push(uint32(blocks)), gx, gy, 1)
 	return nil
+}
+
+// QuantizeQ8Spec is the pipeline QuantizeQ8 builds, or with swiglu
+// SwiGLUQ8.
+func (k *Kernels) QuantizeQ8Spec(swiglu bool) vk.PipelineSpec {
+	return spec("quantize_q8", 4, 4, 0, Lanes, b32(swiglu))
 }
 
 // MatVecQ8With records dst = W·x (+ r when r is not nil; dst may be r) for
@@ -215,15 +236,16 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8
 	if w.Off%16 != 0 {
 		return fmt.Errorf("kernels: %s: weights at offset %d: need a multiple of 16", name, w.Off)
 	}
-	res, resid := vk.Binding{Buf: k.dummy}, uint32(0)
+	var res vk.Binding
 	if r != nil {
 		if err := need(name+" residual", *r, f32(n*rows)); err != nil {
 			return err
 		}
-		res, resid = *r, 1
+		res = *r
+	} else if res, err = k.unused(); err != nil {
+		return err
 	}
-	p, err := k.pipeline(name, 4, 16, sh.Wave,
-		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), resid)
+	p, err := k.pipeline(k.MatVecSpec(t, n, sh, r != nil, q8))
 	if err != nil {
 		return err
 	}
@@ -232,6 +254,19 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8
 	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
 	s.Dispatch(p, []vk.Binding{dst, w, x, res}, vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
 	return nil
+}
+
+// MatVecSpec is the pipeline of the matrix-vector product of n columns
+// with weights of type t in shape sh, with the residual added as it writes
+// (MatVecAdd, or MatVecQ8With with r), on 8-bit activations with q8
+// (matvec_q8, MatVecQ8With) or on f32 ones (matvec).
+func (k *Kernels) MatVecSpec(t quant.Type, n int, sh MatVecShape, residual, q8 bool) vk.PipelineSpec {
+	name := "matvec"
+	if q8 {
+		name = "matvec_q8"
+	}
+	return spec(name, 4, 16, sh.Wave,
+		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), b32(residual))
 }
 
 // MatMulTiled records the tiled matrix-matrix kernel with an explicit tile
@@ -251,14 +286,19 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
 		return fmt.Errorf("kernels: matmul: %dx%d tiles exceed the device's workgroup grid", gx, gy)
 	}
-	p, err := k.pipeline("matmul", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
-		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), b32(tile.F16), b32(tile.X16),
-		uint32(tile.chunk(t)))
+	p, err := k.pipeline(k.MatMulSpec(t, tile))
 	if err != nil {
 		return err
 	}
 	s.Dispatch(p, []vk.Binding{dst, w, x}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
 	return nil
+}
+
+// MatMulSpec is the pipeline MatMulTiled builds for weights of type t.
+func (k *Kernels) MatMulSpec(t quant.Type, tile Tile) vk.PipelineSpec {
+	return spec("matmul", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
+		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), b32(tile.F16), b32(tile.X16),
+		uint32(tile.chunk(t)))
 }
 
 // MatMulQ8 records the tiled product with 8-bit activations and integer
@@ -290,14 +330,19 @@ func (k *Kernels) MatMulQ8(s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, 
 	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
 		return fmt.Errorf("kernels: matmul_q8: %dx%d tiles exceed the device's workgroup grid", gx, gy)
 	}
-	p, err := k.pipeline("matmul_q8", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
-		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), uint32(tile.q8Chunk(t)))
+	p, err := k.pipeline(k.MatMulQ8Spec(t, tile))
 	if err != nil {
 		return err
 	}
 	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
 	s.Dispatch(p, []vk.Binding{dst, w, xq}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
 	return nil
+}
+
+// MatMulQ8Spec is the pipeline MatMulQ8 builds for weights of type t.
+func (k *Kernels) MatMulQ8Spec(t quant.Type, tile Tile) vk.PipelineSpec {
+	return spec("matmul_q8", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
+		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), uint32(tile.q8Chunk(t)))
 }
 
 // checkTile reports whether tile can run on this device for weights of type t.

@@ -213,7 +213,7 @@ func TestMatMul(t *testing.T) {
 			c := matCase{rows: 33, K: 512, n: n}
 			tol := dotTol(c.K)
 			if n > MaxMatVecCols {
-				tol = tileTol(c.K, k.tileFor(qt))
+				tol = tileTol(c.K, k.TileFor(qt))
 			}
 			t.Run(fmt.Sprintf("auto/%s/n%d", qt, n), func(t *testing.T) {
 				testMatrix(t, k, qt, c, tol, func(s *vk.Sequence, dst, w, x vk.Binding) error {

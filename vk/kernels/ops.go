@@ -31,7 +31,7 @@ func (k *Kernels) Embed(s *vk.Sequence, dst, table, tokens vk.Binding, t quant.T
 	if n > int(k.info.MaxWorkgroupCount[1]) {
 		return fmt.Errorf("kernels: embed: %d tokens in one dispatch, at most %d", n, k.info.MaxWorkgroupCount[1])
 	}
-	p, err := k.pipeline("embed", 3, 12, 0, Lanes, uint32(t))
+	p, err := k.pipeline(k.EmbedSpec(t))
 	if err != nil {
 		return err
 	}
@@ -39,6 +39,11 @@ func (k *Kernels) Embed(s *vk.Sequence, dst, table, tokens vk.Binding, t quant.T
 	s.Dispatch(p, []vk.Binding{dst, table, tokens}, vk.Push(uint32(cols), uint32(rb), uint32(vocab)),
 		uint32(ceil(pieces, Lanes)), uint32(n), 1)
 	return nil
+}
+
+// EmbedSpec is the pipeline Embed builds for a table of type t.
+func (k *Kernels) EmbedSpec(t quant.Type) vk.PipelineSpec {
+	return spec("embed", 3, 12, 0, Lanes, uint32(t))
 }
 
 // normLanes is the widest RMSNorm workgroup: 1024 is every Vulkan
@@ -90,15 +95,36 @@ func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w v
 	if err := need("rms_norm weight", w, f32(cols)); err != nil {
 		return err
 	}
+	q8b := vk.Binding{}
+	if q8 != nil {
+		q8b = *q8
+	} else {
+		var err error
+		if q8b, err = k.unused(); err != nil {
+			return err
+		}
+	}
+	p, err := k.pipeline(k.RMSNormSpec(cols, q8 != nil))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(rows)
+	s.Dispatch(p, []vk.Binding{dst, x, w, q8b}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
+	return nil
+}
+
+// RMSNormSpec is the pipeline RMSNorm (RMSNormQ8 with q8) builds for rows
+// of cols values.
+func (k *Kernels) RMSNormSpec(cols int, q8 bool) vk.PipelineSpec {
 	// One workgroup normalises a row, so in decode (one row) a single
 	// workgroup does all the work: it must be wide, or each lane walks the
 	// row with one dependent load after another. 64 lanes took 34 µs for a
 	// 4096-wide row on an H100; with up to 1024 lanes each loads a handful
 	// of values. Narrow rows keep small workgroups.
 	lanes := min(k.info.MaxWorkgroupInvocations, normLanes, max(Lanes, ceil(cols, 4*Lanes)*Lanes))
-	q8b, withQ8, blocks := vk.Binding{Buf: k.dummy}, uint32(0), uint32(0)
-	if q8 != nil {
-		q8b, withQ8 = *q8, 1
+	withQ8, blocks := uint32(0), uint32(0)
+	if q8 {
+		withQ8 = 1
 		// A lane per block of 32 where the row has few enough blocks, in a
 		// whole number of 64-lane groups: a workgroup that ends in a
 		// partial subgroup lost that subgroup's sum on lavapipe.
@@ -106,13 +132,7 @@ func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w v
 			lanes, blocks = l, 1
 		}
 	}
-	p, err := k.pipeline("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8, blocks)
-	if err != nil {
-		return err
-	}
-	gx, gy := k.grid(rows)
-	s.Dispatch(p, []vk.Binding{dst, x, w, q8b}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
-	return nil
+	return spec("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8, blocks)
 }
 
 // RoPE describes a rotary position embedding.
@@ -127,22 +147,22 @@ type RoPE struct {
 	Factors *vk.Binding
 }
 
-// check validates the rotation and returns its factors binding (the dummy
-// buffer without factors) and whether it has factors.
-func (r RoPE) check(k *Kernels, op string) (vk.Binding, bool, error) {
+// check validates the rotation and returns its factors binding (an unused
+// one without factors).
+func (r RoPE) check(k *Kernels, op string) (vk.Binding, error) {
 	if r.HeadDim%2 != 0 || r.Dims%2 != 0 || r.Dims < 2 || r.Dims > r.HeadDim {
-		return vk.Binding{}, false, fmt.Errorf("kernels: %s: %d rotated of %d values per head (both even, 2 <= rotated <= head)", op, r.Dims, r.HeadDim)
+		return vk.Binding{}, fmt.Errorf("kernels: %s: %d rotated of %d values per head (both even, 2 <= rotated <= head)", op, r.Dims, r.HeadDim)
 	}
 	if !(r.Base > 0) || !(r.Scale > 0) {
-		return vk.Binding{}, false, fmt.Errorf("kernels: %s: base %g, scale %g", op, r.Base, r.Scale)
+		return vk.Binding{}, fmt.Errorf("kernels: %s: base %g, scale %g", op, r.Base, r.Scale)
 	}
 	if r.Factors == nil {
-		return vk.Binding{Buf: k.dummy}, false, nil
+		return k.unused()
 	}
 	if err := need(op+" factors", *r.Factors, f32(r.Dims/2)); err != nil {
-		return vk.Binding{}, false, err
+		return vk.Binding{}, err
 	}
-	return *r.Factors, true, nil
+	return *r.Factors, nil
 }
 
 // Rope records the rotation of x [n][heads][HeadDim] into dst (which may be
@@ -151,7 +171,7 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 	if err := positive("rope", n, heads, r.HeadDim); err != nil {
 		return err
 	}
-	ff, hasFF, err := r.check(k, "rope")
+	ff, err := r.check(k, "rope")
 	if err != nil {
 		return err
 	}
@@ -165,7 +185,7 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 	if err := need("rope step", step, 4); err != nil {
 		return err
 	}
-	p, err := k.pipeline("rope", 4, 24, 0, Lanes, b32(r.NeoX), b32(hasFF))
+	p, err := k.pipeline(k.RopeSpec(r))
 	if err != nil {
 		return err
 	}
@@ -176,6 +196,11 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 			float32(math.Log2(float64(r.Base))), r.Scale),
 		gx, gy, 1)
 	return nil
+}
+
+// RopeSpec is the pipeline Rope builds for r.
+func (k *Kernels) RopeSpec(r RoPE) vk.PipelineSpec {
+	return spec("rope", 4, 24, 0, Lanes, b32(r.NeoX), b32(r.Factors != nil))
 }
 
 // Element-wise operations of eltwise.comp (its OP specialization constant).
@@ -209,7 +234,7 @@ func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.B
 	if err := positive(name, (rows-1)*max(ds, as, bs)+cols); err != nil {
 		return err
 	}
-	p, err := k.pipeline("eltwise", 3, 20, 0, Lanes, op)
+	p, err := k.pipeline(eltwiseSpec(op))
 	if err != nil {
 		return err
 	}
@@ -218,6 +243,17 @@ func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.B
 		vk.Push(uint32(rows), uint32(cols), uint32(ds), uint32(as), uint32(bs)), gx, gy, 1)
 	return nil
 }
+
+func eltwiseSpec(op uint32) vk.PipelineSpec { return spec("eltwise", 3, 20, 0, Lanes, op) }
+
+// AddSpec is the pipeline Add and AddBias build.
+func (k *Kernels) AddSpec() vk.PipelineSpec { return eltwiseSpec(opAdd) }
+
+// SwiGLUSpec is the pipeline SwiGLU builds.
+func (k *Kernels) SwiGLUSpec() vk.PipelineSpec { return eltwiseSpec(opSwiGLU) }
+
+// CopyRowsSpec is the pipeline CopyRows builds.
+func (k *Kernels) CopyRowsSpec() vk.PipelineSpec { return eltwiseSpec(opCopy) }
 
 // Add records dst = a + b over count values; dst may be a or b.
 func (k *Kernels) Add(s *vk.Sequence, dst, a, b vk.Binding, count int) error {
@@ -265,18 +301,20 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 	if err := need("kv_store step", step, 4); err != nil {
 		return err
 	}
-	rope, ff, hasFF := RoPE{HeadDim: kvDim, Dims: 2, Base: 1, Scale: 1}, vk.Binding{Buf: k.dummy}, false
+	// Without a rotation the shader reads none of these but its push
+	// constants; a valid identity keeps the check uniform.
+	rope := RoPE{HeadDim: kvDim, Dims: 2, Base: 1, Scale: 1}
 	if r != nil {
 		rope = *r
-		var err error
-		if ff, hasFF, err = rope.check(k, "kv_store"); err != nil {
-			return err
-		}
-		if rope.HeadDim < 1 || kvDim%rope.HeadDim != 0 {
-			return fmt.Errorf("kernels: kv_store: rows of %d values are not whole heads of %d", kvDim, rope.HeadDim)
-		}
 	}
-	p, err := k.pipeline("kv_store", 4, 28, 0, Lanes, b32(r != nil), b32(rope.NeoX), b32(hasFF))
+	ff, err := rope.check(k, "kv_store")
+	if err != nil {
+		return err
+	}
+	if rope.HeadDim < 1 || kvDim%rope.HeadDim != 0 {
+		return fmt.Errorf("kernels: kv_store: rows of %d values are not whole heads of %d", kvDim, rope.HeadDim)
+	}
+	p, err := k.pipeline(k.StoreKVSpec(r))
 	if err != nil {
 		return err
 	}
@@ -287,6 +325,14 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 			float32(math.Log2(float64(rope.Base))), rope.Scale),
 		gx, gy, 1)
 	return nil
+}
+
+// StoreKVSpec is the pipeline StoreKV builds for rotation r (nil: none).
+func (k *Kernels) StoreKVSpec(r *RoPE) vk.PipelineSpec {
+	if r == nil {
+		return spec("kv_store", 4, 28, 0, Lanes, 0, 0, 0)
+	}
+	return spec("kv_store", 4, 28, 0, Lanes, 1, b32(r.NeoX), b32(r.Factors != nil))
 }
 
 // Attn describes a causal attention over the f16 KV cache.
@@ -334,7 +380,7 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 	if err := need("attention step", step, 4); err != nil {
 		return err
 	}
-	p, err := k.pipeline("causal_attn", 5, 20, 0, Lanes, k.subgroups(Lanes), MaxHeadDim)
+	p, err := k.pipeline(k.AttentionSpec())
 	if err != nil {
 		return err
 	}
@@ -342,4 +388,9 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 		vk.Push(uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(a.Ctx), a.Scale),
 		uint32(a.Heads), uint32(n), 1)
 	return nil
+}
+
+// AttentionSpec is the pipeline Attention builds.
+func (k *Kernels) AttentionSpec() vk.PipelineSpec {
+	return spec("causal_attn", 5, 20, 0, Lanes, k.subgroups(Lanes), MaxHeadDim)
 }

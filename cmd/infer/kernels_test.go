@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkinfer/vkinfer/internal/radvnull"
+)
+
+// amdMatrix are the RADV null devices the compile matrix covers, one per
+// generation (docs/AMD.md has their table).
+var amdMatrix = []struct {
+	family, generation string
+	rdna               bool // minSubgroupSize 32: flash attention's policy is wave32
+}{
+	{"polaris10", "GCN4", false}, {"vega10", "GCN5", false}, {"navi10", "RDNA1", true},
+	{"navi21", "RDNA2", true}, {"navi31", "RDNA3", true}, {"gfx1200", "RDNA4", true},
+}
+
+// spillStats are RADV's statistics that are not zero when ACO spills:
+// registers spilled (SGPRs to VGPR lanes, VGPRs to scratch memory) and the
+// scratch memory a wave then needs.
+var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
+
+// TestAMDCompileMatrix builds every pipeline of Llama-3-8B (Q4_K_M shapes)
+// with AMD's compiler (ACO, through RADV's null devices) for GCN4 to
+// RDNA4: the engine's choices at every wave the device runs; the policy's
+// wave on a short prompt (9 tokens: split prefill attention and its merge,
+// narrow tiles, rows of 8) with 8-bit and with f32 activations; and the
+// plain attention kernel. Every pipeline must build without spilling, run
+// at the subgroup size it asks for, flash attention's lane groups at their
+// own width, and RDNA's attention at the policy's wave32.
+func TestAMDCompileMatrix(t *testing.T) {
+	runs := []struct {
+		args []string
+		// waves: flash attention's lane groups on RDNA (GCN runs 64
+		// alone); none with the plain kernel.
+		waves []int
+	}{
+		{nil, []int{32, 64}},
+		{[]string{"--wave", "auto", "-u", "9", "--int-dot", "on"}, []int{32}},
+		{[]string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
+		{[]string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
+		{[]string{"--int-dot", "off", "--flash-attn=false"}, nil},
+	}
+	for _, g := range amdMatrix {
+		t.Run(g.family, func(t *testing.T) {
+			t.Parallel()
+			// A private cache: no pipeline cache or tuning profile of an
+			// earlier run, and every pipeline compiled.
+			env := append(radvnull.Env(t, g.family), "XDG_CACHE_HOME="+t.TempDir())
+			t0 := time.Now()
+			count := 0
+			for _, run := range runs {
+				args := append([]string{"kernels", "-m", "synth:llama3-8b", "-o", "json"}, run.args...)
+				r := inferEnv(t, env, args...)
+				var reports []kernelReport
+				if err := json.Unmarshal([]byte(r.stdout), &reports); err != nil || len(reports) == 0 {
+					t.Fatalf("%v: exit %d, %d pipelines (%v)\n%s", run.args, r.code, len(reports), err, r.stderr)
+				}
+				if r.code != 0 {
+					t.Errorf("%v: exit %d: %s", run.args, r.code, lastLine(r.stderr))
+				}
+				waves := run.waves
+				if !g.rdna && waves != nil {
+					waves = []int{64}
+				}
+				for _, p := range reports {
+					if problem := amdProblem(p); problem != "" {
+						t.Errorf("%v: %s: %s", run.args, p.Name, problem)
+					}
+				}
+				for _, kind := range []string{"decode", "prefill"} {
+					if got := attentionWaves(reports, kind); !slices.Equal(got, waves) {
+						t.Errorf("%v: %s flash attention at waves %v, want %v", run.args, kind, got, waves)
+					}
+				}
+				count += len(reports)
+			}
+			t.Logf("%s (%s): %d pipelines in %d runs, %.1f s", g.family, g.generation, count, len(runs), time.Since(t0).Seconds())
+		})
+	}
+}
+
+// amdProblem says what is wrong with a pipeline on an AMD null device, ""
+// when nothing is.
+func amdProblem(p kernelReport) string {
+	if p.Error != "" {
+		return "did not build: " + p.Error
+	}
+	for _, name := range spillStats {
+		v, ok := p.Stats[name].(float64) // JSON numbers
+		switch {
+		case !ok:
+			return fmt.Sprintf("no %q statistic (stats %v)", name, p.Stats)
+		case v != 0:
+			return fmt.Sprintf("spills: %s = %v", name, v)
+		}
+	}
+	switch {
+	case p.RequestedSubgroup != 0 && p.Subgroup != p.RequestedSubgroup:
+		return fmt.Sprintf("asked for subgroups of %d, compiled for %d", p.RequestedSubgroup, p.Subgroup)
+	case p.Wave != 0 && p.Subgroup != p.Wave:
+		// Every AMD generation runs its waves natively: RDNA by asking
+		// for 32 or 64, GCN at its only size, 64.
+		return fmt.Sprintf("a lane group of %d on subgroups of %d", p.Wave, p.Subgroup)
+	}
+	return ""
+}
+
+// attentionWaves lists the lane groups of the flash-attention pipelines of
+// a kind (decode or prefill), narrowest first.
+func attentionWaves(reports []kernelReport, kind string) []int {
+	var waves []int
+	for _, p := range reports {
+		if p.Kind == kind && p.Wave != 0 && !slices.Contains(waves, p.Wave) {
+			waves = append(waves, p.Wave)
+		}
+	}
+	slices.Sort(waves)
+	return waves
+}
+
+// TestAMDProblem: each failure the matrix looks for is caught.
+func TestAMDProblem(t *testing.T) {
+	clean := map[string]any{"Spilled VGPRs": 0.0, "Spilled SGPRs": 0.0, "Scratch size": 0.0}
+	with := func(k string, v float64) map[string]any {
+		m := maps.Clone(clean)
+		m[k] = v
+		return m
+	}
+	for _, c := range []struct {
+		p    kernelReport
+		want string
+	}{
+		{kernelReport{Stats: clean, Subgroup: 64}, ""},
+		{kernelReport{Stats: clean, Wave: 32, RequestedSubgroup: 32, Subgroup: 32}, ""},
+		{kernelReport{Error: "vk: boom"}, "did not build"},
+		{kernelReport{Stats: with("Spilled VGPRs", 4)}, "spills"},
+		{kernelReport{Stats: with("Scratch size", 256)}, "spills"},
+		{kernelReport{Stats: map[string]any{}}, "no \"Spilled VGPRs\" statistic"},
+		{kernelReport{Stats: clean, RequestedSubgroup: 32, Subgroup: 64}, "asked for subgroups of 32"},
+		{kernelReport{Stats: clean, Wave: 32, Subgroup: 64}, "a lane group of 32"},
+	} {
+		got := amdProblem(c.p)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
+// TestKernels lists Llama-style pipelines on the machine's device (lavapipe
+// in CI, which reports no statistics) in both formats, and refuses bad
+// input with one error line.
+func TestKernels(t *testing.T) {
+	r := infer(t, "kernels", "-m", "synth:tiny-qwen2", "-o", "json")
+	var reports []kernelReport
+	if err := json.Unmarshal([]byte(r.stdout), &reports); err != nil || r.code != 0 {
+		t.Fatalf("exit %d (%v)\n%s", r.code, err, r.stderr)
+	}
+	kinds := map[string]int{}
+	for _, p := range reports {
+		if p.Name != p.Kind+" "+p.Op || p.Shader == "" || p.Error != "" || p.Workgroup == 0 {
+			t.Errorf("entry %+v", p)
+		}
+		kinds[p.Kind]++
+	}
+	if kinds["decode"] == 0 || kinds["prefill"] == 0 || len(kinds) != 2 {
+		t.Errorf("pipelines by kind: %v", kinds)
+	}
+	for _, kind := range []string{"decode", "prefill"} {
+		if len(attentionWaves(reports, kind)) == 0 {
+			t.Errorf("no %s flash attention", kind)
+		}
+	}
+	table := infer(t, "kernels", "-m", "synth:tiny-qwen2")
+	if lines := strings.Count(table.stdout, "\n"); table.code != 0 || lines != len(reports)+2 ||
+		!strings.HasPrefix(table.stdout, "| kind ") {
+		t.Errorf("table: exit %d, %d lines for %d pipelines:\n%s%s", table.code, lines, len(reports), table.stdout, table.stderr)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no model given"},
+		{[]string{"-m", "synth:nope"}, "unknown preset"},
+		{[]string{"-m", bad}, "gguf"},
+		{[]string{"-m", "synth:tiny", "-o", "md"}, `-o "md"`},
+		{[]string{"-m", "synth:tiny", "--wave", "48"}, "--wave"},
+		{[]string{"-m", "synth:tiny", "extra"}, "unexpected argument"},
+	} {
+		r := infer(t, append([]string{"kernels"}, c.args...)...)
+		if last := lastLine(r.stderr); r.code != 1 || !strings.HasPrefix(last, "error: ") || !strings.Contains(last, c.want) ||
+			strings.Count(r.stderr, "error:") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want one error line naming %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/flashattn"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// Pipeline is one compute pipeline a forward pass builds.
+type Pipeline struct {
+	Kind string // "decode" (a batch of one token) or "prefill"
+	// Op is what the pipeline computes for the pass: the kernel and the
+	// weight shape and type, row length or attention plan it serves, such
+	// as "matvec_q8 1024x4096 q6_K l64r2u1 +residual".
+	Op   string
+	Wave int // flash attention's lane group; 0 for the other kernels
+	Spec vk.PipelineSpec
+}
+
+// Plan is a backend that records nothing: a model loaded on it
+// (model.Load; a header such as gguf.Header or synth.Header serves, as
+// no weight is read) and prepared for some batch sizes (model.Prepare)
+// lists in Pipelines every pipeline the engine's programs for those
+// batches build, with the engine's choices (tuning profile, wave, integer
+// dot products, plain attention), while nothing is allocated, uploaded,
+// built or run. It decides as program does, call for call, through the
+// same kernels and flashattn specs; TestPlanMatchesEngine holds the two
+// together.
+type Plan struct {
+	e         *Engine
+	cache     backend.Cache
+	q8Weights bool // as Engine.q8Weights
+	list      []Pipeline
+	seen      map[string]bool
+}
+
+// Plan returns a Plan with e's choices. Closing it leaves e open.
+func (e *Engine) Plan() *Plan { return &Plan{e: e, seen: map[string]bool{}} }
+
+// Pipelines lists the pipelines of the programs recorded so far, each
+// (kind, op, spec) once, in the order the passes first use them.
+func (pl *Plan) Pipelines() []Pipeline { return append([]Pipeline(nil), pl.list...) }
+
+// Name implements backend.Backend.
+func (pl *Plan) Name() string { return pl.e.Name() + " (plan)" }
+
+// Reserve implements backend.Backend: a plan holds no memory.
+func (pl *Plan) Reserve(uint64, backend.Cache) error { return nil }
+
+// Weight implements backend.Backend. The bytes are not read (a header's
+// Data is nil): the weight is only its type and shape.
+func (pl *Plan) Weight(name string, t quant.Type, rows, cols int, _ []byte) (backend.Tensor, error) {
+	if !t.Supported() {
+		return nil, fmt.Errorf("tensor %q: unsupported tensor type %s", name, t)
+	}
+	if _, err := t.RowBytes(cols); err != nil || rows < 1 {
+		return nil, fmt.Errorf("tensor %q: %d×%d %s: %v", name, rows, cols, t, err)
+	}
+	pl.q8Weights = pl.q8Weights || pl.e.k.UseQ8(t)
+	return &tensor{rows: rows, cols: cols, typ: t}, nil
+}
+
+// InitCache implements backend.Backend.
+func (pl *Plan) InitCache(c backend.Cache) error {
+	if err := checkCache(c); err != nil {
+		return err
+	}
+	pl.cache = c
+	return nil
+}
+
+// Record implements backend.Backend: the program lists its pipelines and
+// cannot run.
+func (pl *Plan) Record(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("vulkan: batch of %d tokens", n)
+	}
+	if pl.cache.Layers == 0 {
+		return nil, fmt.Errorf("vulkan: Record before InitCache")
+	}
+	kind := "prefill"
+	if n == 1 {
+		kind = "decode"
+	}
+	o := &planOps{pl: pl, n: n, kind: kind, q8: map[*tensor]bool{}}
+	build(o)
+	if o.err != nil {
+		return nil, o.err
+	}
+	return planProgram{}, nil
+}
+
+// Close implements backend.Backend; the engine stays open.
+func (pl *Plan) Close() {}
+
+type planProgram struct{}
+
+func (planProgram) Run([]int32, int, []float32) error {
+	return fmt.Errorf("vulkan: a plan's program lists pipelines and runs nothing")
+}
+
+func (planProgram) Close() {}
+
+// planOps mirrors program: each op adds the pipelines program's op would
+// build. Activations are tensors without buffers.
+type planOps struct {
+	pl   *Plan
+	n    int
+	kind string
+	// q8 holds the activations that have an 8-bit copy and whether it
+	// holds their current values (program.q8).
+	q8   map[*tensor]bool
+	prod *tensor // program.prod
+	err  error
+}
+
+func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
+	key := fmt.Sprintf("%s|%s|%s|%v|%d", o.kind, op, s.Name, s.Spec, s.SubgroupSize)
+	if o.pl.seen[key] {
+		return
+	}
+	o.pl.seen[key] = true
+	o.pl.list = append(o.pl.list, Pipeline{Kind: o.kind, Op: op, Wave: wave, Spec: s})
+}
+
+// wrote marks the 8-bit copy of t stale, as program.op does for a write.
+func (o *planOps) wrote(t *tensor) {
+	if _, ok := o.q8[t]; ok {
+		o.q8[t] = false
+	}
+}
+
+// q8Out is program.q8Out: whether a kernel writing t writes its 8-bit
+// copy too (which it then registers).
+func (o *planOps) q8Out(t *tensor) bool {
+	if !o.pl.q8Weights || !q8Able(t) {
+		return false
+	}
+	if _, ok := o.q8[t]; !ok {
+		o.q8[t] = false
+	}
+	return true
+}
+
+func matrix(m *tensor) string { return fmt.Sprintf("%dx%d %s", m.rows, m.cols, m.typ) }
+
+func (o *planOps) Tensor(rows, cols int) backend.Tensor {
+	return &tensor{rows: rows, cols: cols, typ: quant.F32}
+}
+
+func (o *planOps) Embed(dst, table backend.Tensor) {
+	w := act(table)
+	o.add("embed "+w.typ.String(), 0, o.pl.e.k.EmbedSpec(w.typ))
+	o.wrote(act(dst))
+}
+
+func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
+	d := act(dst)
+	q8 := o.q8Out(d)
+	op := fmt.Sprintf("rms_norm %d", d.cols)
+	if q8 {
+		op += " +q8"
+	}
+	o.add(op, 0, o.pl.e.k.RMSNormSpec(d.cols, q8))
+	o.wrote(d)
+	if q8 {
+		o.q8[d] = true
+	}
+}
+
+func (o *planOps) MatMul(dst, w, x backend.Tensor) {
+	d, m, a := act(dst), act(w), act(x)
+	k := o.pl.e.k
+	switch {
+	case k.UseQ8(m.typ):
+		o.productQ8(d, m, a, false)
+	case a.rows <= kernels.MaxMatVecCols:
+		o.add(fmt.Sprintf("matvec %s %s", matrix(m), k.MatVec), 0, k.ProductSpec(m.typ, a.rows))
+	default:
+		o.add(fmt.Sprintf("matmul %s %s", matrix(m), k.TileFor(m.typ)), 0, k.ProductSpec(m.typ, a.rows))
+	}
+	o.wrote(d)
+}
+
+func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
+	d, m, a := act(dst), act(w), act(x)
+	k := o.pl.e.k
+	switch {
+	case a.rows > kernels.MaxMatVecCols:
+		if o.prod == nil || o.prod.rows != d.rows || o.prod.cols != d.cols {
+			o.prod = act(o.Tensor(d.rows, d.cols))
+		}
+		o.MatMul(o.prod, w, x)
+		o.Add(dst, r, o.prod)
+		return
+	case k.UseQ8(m.typ):
+		o.productQ8(d, m, a, true)
+	default:
+		o.add(fmt.Sprintf("matvec %s %s +residual", matrix(m), k.MatVec), 0,
+			k.MatVecSpec(m.typ, a.rows, k.MatVec, true, false))
+	}
+	o.wrote(d)
+}
+
+// productQ8 is program.productQ8.
+func (o *planOps) productQ8(d, m, a *tensor, residual bool) {
+	k := o.pl.e.k
+	if !o.q8[a] {
+		o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec(false))
+		o.q8[a] = true
+	}
+	if a.rows > kernels.MaxMatVecCols {
+		tile := k.TileQ8For(a.rows)
+		o.add(fmt.Sprintf("matmul_q8 %s %s", matrix(m), tile), 0, k.MatMulQ8Spec(m.typ, tile))
+		return
+	}
+	sh := k.MatVecQ8For(m.rows, m.cols)
+	op := fmt.Sprintf("matvec_q8 %s %s", matrix(m), sh)
+	if residual {
+		op += " +residual"
+	}
+	o.add(op, 0, k.MatVecSpec(m.typ, a.rows, sh, residual, true))
+}
+
+func (o *planOps) AddBias(x, b backend.Tensor) {
+	t := act(x)
+	o.add(fmt.Sprintf("add_bias %d", t.cols), 0, o.pl.e.k.AddSpec())
+	o.wrote(t)
+}
+
+func (o *planOps) Add(dst, a, b backend.Tensor) {
+	d := act(dst)
+	o.add(fmt.Sprintf("add %d", d.cols), 0, o.pl.e.k.AddSpec())
+	o.wrote(d)
+}
+
+// rope names a rotation of heads of r.
+func rope(heads int, r kernels.RoPE) string {
+	s := fmt.Sprintf("%dx%d", heads, r.HeadDim)
+	if r.NeoX {
+		s += " neox"
+	}
+	if r.Factors != nil {
+		s += " factors"
+	}
+	return s
+}
+
+func (o *planOps) RoPE(x backend.Tensor, r backend.RoPE) {
+	kr, _ := kernelRoPE(r)
+	o.add("rope "+rope(r.Heads, kr), 0, o.pl.e.k.RopeSpec(kr))
+	o.wrote(act(x))
+}
+
+func (o *planOps) StoreKV(layer int, k, v backend.Tensor, r *backend.RoPE) {
+	if layer < 0 || layer >= o.pl.cache.Layers {
+		o.fail(fmt.Errorf("store_kv: layer %d of %d", layer, o.pl.cache.Layers))
+		return
+	}
+	ks := o.pl.e.k
+	if r == nil {
+		o.add("kv_store k", 0, ks.StoreKVSpec(nil))
+	} else {
+		kr, _ := kernelRoPE(*r)
+		o.add("kv_store k rope "+rope(r.Heads, kr), 0, ks.StoreKVSpec(&kr))
+	}
+	o.add("kv_store v", 0, ks.StoreKVSpec(nil))
+}
+
+func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
+	c, e := o.pl.cache, o.pl.e
+	if layer < 0 || layer >= c.Layers {
+		o.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
+		return
+	}
+	d := act(dst)
+	o.wrote(d)
+	if e.plainAttention(a) {
+		o.add("causal_attn", 0, e.k.AttentionSpec())
+		return
+	}
+	sh := flashattn.Shape{Queries: o.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
+	fa, err := e.flashFor(sh)
+	if err != nil {
+		o.fail(err)
+		return
+	}
+	plan, err := fa.Plan(sh)
+	if err != nil {
+		o.fail(err)
+		return
+	}
+	q8 := fa.WritesQ8(sh) && o.q8Out(d)
+	specs, err := fa.Specs(sh, q8)
+	if err != nil {
+		o.fail(err)
+		return
+	}
+	for _, s := range specs {
+		// The split prefill's merge pass is no lane-group kernel: it
+		// takes the driver's subgroup size.
+		op, wave := fmt.Sprintf("%s of %d splits, head dim %d", s.Name, plan.Splits, a.HeadDim), 0
+		if s.Name == plan.Shader() {
+			op, wave = attentionOp(plan), plan.Wave.W
+		}
+		if q8 {
+			op += " +q8"
+		}
+		o.add(op, wave, s)
+	}
+	if q8 {
+		o.q8[d] = true
+	}
+}
+
+// attentionOp names a flash-attention kernel by its plan's geometry (the
+// subgroups the lane group runs on are the driver's report).
+func attentionOp(p attention.Plan) string {
+	s := fmt.Sprintf("%s wave%d Br=%d heads/wg=%d Bc=%d splits=%d", p.Shader(), p.Wave.W, p.Br, p.Heads, p.Bc, p.Splits)
+	if p.Groups > 1 {
+		s += fmt.Sprintf(" groups=%d", p.Groups)
+	}
+	if p.Stage {
+		s += " staged"
+	}
+	return s
+}
+
+func (o *planOps) SwiGLU(dst, gate, up backend.Tensor) {
+	d, g, u := act(dst), act(gate), act(up)
+	q8 := o.q8Out(d) && q8Able(g) && q8Able(u)
+	o.wrote(d)
+	if q8 {
+		o.add(fmt.Sprintf("swiglu %d +q8", d.cols), 0, o.pl.e.k.QuantizeQ8Spec(true))
+		o.q8[d] = true
+		return
+	}
+	o.add(fmt.Sprintf("swiglu %d", d.cols), 0, o.pl.e.k.SwiGLUSpec())
+}
+
+func (o *planOps) CopyRows(dst, x backend.Tensor, first int) {
+	d := act(dst)
+	o.add(fmt.Sprintf("copy_rows %d", d.cols), 0, o.pl.e.k.CopyRowsSpec())
+	o.wrote(d)
+}
+
+func (o *planOps) Output(backend.Tensor) {}
+
+func (o *planOps) fail(err error) {
+	if o.err == nil {
+		o.err = fmt.Errorf("vulkan: %w", err)
+	}
+}

@@ -1,0 +1,104 @@
+package engine_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/internal/vktest"
+	"github.com/vkinfer/vkinfer/model"
+	"github.com/vkinfer/vkinfer/model/synth"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/engine"
+)
+
+// TestPlanMatchesEngine: the pipelines a Plan lists for a model's passes
+// are exactly those the engine builds recording them, for models that
+// take every path (K-quants with Q6_K layers; NeoX RoPE, biases, tied
+// embeddings and Q8_0 fallbacks; float weights), batches that take every
+// product kernel (1 token; 5, on the matrix-vector kernel; 40, tiled, with
+// a short split prefill), with and without integer dot products, at both
+// waves and with the plain attention kernel.
+func TestPlanMatchesEngine(t *testing.T) {
+	models := map[string]string{}
+	for _, spec := range []string{"tiny", "tiny-qwen2", "tiny:f16"} {
+		preset, ft, _ := strings.Cut(spec, ":")
+		if ft == "" {
+			ft = synth.DefaultFtype
+		}
+		p := filepath.Join(t.TempDir(), preset+"-"+ft+".gguf")
+		if err := synth.Write(p, preset, ft, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		models[spec] = p
+	}
+	configs := map[string]engine.Options{
+		"default": {}, "int-dot": intDot, "wave64": {Wave: 64}, "plain": {PlainAttention: true},
+	}
+	for name, path := range models {
+		for cname, o := range configs {
+			t.Run(name+"/"+cname, func(t *testing.T) {
+				f, err := gguf.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				dev := vktest.Open(t)
+				e, err := engine.New(dev, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prepare(t, f, e)
+				var built []string
+				for _, p := range dev.Pipelines() {
+					built = append(built, key(p.Spec()))
+				}
+
+				pe, err := engine.New(dev, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan := pe.Plan()
+				prepare(t, f, plan)
+				var listed []string
+				for _, p := range plan.Pipelines() {
+					if !slices.Contains(listed, key(p.Spec)) {
+						listed = append(listed, key(p.Spec))
+					}
+				}
+				slices.Sort(listed)
+				if !slices.Equal(listed, built) {
+					t.Errorf("the plan lists\n%s\nthe engine built\n%s", strings.Join(listed, "\n"), strings.Join(built, "\n"))
+				}
+				if n := len(dev.Pipelines()); n != len(built) {
+					t.Errorf("listing built %d pipelines", n-len(built))
+				}
+				pe.Close()
+			})
+		}
+	}
+}
+
+// prepare loads f on be and records its programs for the test's batches.
+func prepare(t *testing.T, f *gguf.File, be backend.Backend) {
+	t.Helper()
+	m, err := model.Load(f, be, model.Options{Context: 256, UBatch: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, b := range []struct {
+		n   int
+		all bool
+	}{{1, false}, {5, false}, {40, false}, {40, true}} {
+		if err := m.Prepare(b.n, b.all); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func key(s vk.PipelineSpec) string { return fmt.Sprintf("%s|%v|%d", s.Name, s.Spec, s.SubgroupSize) }
