@@ -32,8 +32,8 @@
 //
 // Every subgroup of a workgroup runs the same sequence of subgroup
 // barriers, whichever branches it takes: one per step, the masked-skip
-// path included, and none in the rare max raise, whose scores move by
-// shuffles. The specification asks this of none but the subgroup itself;
+// path included, and none in the rare max raise, which takes each head's
+// max by shuffles. The specification asks this of none but the subgroup itself;
 // Mesa 25's lavapipe runs a subgroup barrier as a workgroup barrier and
 // computes garbage otherwise (docs/VULKAN.md).
 //
@@ -124,18 +124,6 @@ shared bool last;          // this split finished its rows' last
     [[unroll]] for (uint pk = 1; pk < (n); pk++) { \
         r = (i) == pk ? a[pk] : r;       \
     }
-
-// holder returns the lane of a slot (below TR) that holds score y after
-// the transposing reduction, in its register y % NF: rbase inverted.
-uint holder(uint y) {
-    uint d = 0;
-    [[unroll]] for (uint b = 1; b < TR; b *= 2) {
-        if ((y & (NP / (2 * b))) != 0) {
-            d |= b;
-        }
-    }
-    return d;
-}
 
 void main() {
     const uint lane = gl_SubgroupID * SG + gl_SubgroupInvocationID;
@@ -311,14 +299,16 @@ void main() {
         }
         if (subgroupAny(big)) {
             // Raise the max of every head to the step's (uniform in the
-            // subgroup, so the shuffles see every lane): each score comes
-            // from the lane that holds it.
-            const uint sbase = gl_SubgroupInvocationID - dl; // the slot's first lane
+            // subgroup, so the shuffles see every lane): a butterfly over
+            // the TR lanes that hold distinct scores, each lane starting
+            // from its own scores of the head.
             [[unroll]] for (uint h = 0; h < HG; h++) {
                 float tmax = m[h];
-                [[unroll]] for (uint u = 0; u < KU; u++) {
-                    const uint y = h * KU + u;
-                    tmax = max(tmax, subgroupShuffle(s[y % NF], sbase + holder(y)));
+                [[unroll]] for (uint x = 0; x < NF; x++) {
+                    tmax = (rbase + x) / KU == h ? max(tmax, s[x]) : tmax;
+                }
+                [[unroll]] for (uint b = 1; b < TR; b *= 2) {
+                    tmax = max(tmax, subgroupShuffleXor(tmax, b));
                 }
                 if (tmax > m[h]) {
                     // While every score so far was masked m is NEG, and O and
@@ -440,13 +430,15 @@ void main() {
     }
 
     // Count this split done once all its partials are out; the last one to
-    // count merges. The release/acquire chain, at device scope on buffer
-    // memory: each lane's partial writes, released by the control barrier
-    // to lane 0; lane 0's count, a release and acquire on the counter, so
-    // the last split's count reads from every other split's; its control
-    // barrier, which passes the acquire on to all its lanes. The chain is
-    // the merge's cost, 4–5 µs of a Llama-3 layer at KV 16384 on the H200:
-    // every round trip to memory it saves shows.
+    // count merges. The release/acquire chain on buffer memory: each lane's
+    // partial writes, released at device scope by the first control barrier
+    // to lane 0; lane 0's count, a device-scope release and acquire on the
+    // counter, so the last split's count reads from every other split's;
+    // the second control barrier, which passes that acquire on to the
+    // split's other lanes (workgroup scope suffices there: the chain is
+    // cumulative, and a device-scope fence in every split cost 0.25 µs of
+    // a Llama-3 layer on the H200). The chain is the merge's cost, 4–5 µs
+    // at KV 16384: every round trip to memory it saves shows.
     const uint col = qrow * gl_NumWorkGroups.y + gl_WorkGroupID.y;
     controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
@@ -454,7 +446,7 @@ void main() {
         last = atomicAdd(counts[col], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease) ==
                gl_NumWorkGroups.z - 1;
     }
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
     if (!last) {
         return;

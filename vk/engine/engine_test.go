@@ -36,9 +36,13 @@ func openWith(t *testing.T, o engine.Options) *engine.Engine {
 	return e
 }
 
-// intDot forces 8-bit-activation products on, which lavapipe
-// (whose dot products are emulated) does not take by default.
-var intDot = engine.Options{IntDot: func() *bool { on := true; return &on }()}
+// intDot forces 8-bit-activation products on, which lavapipe (whose dot
+// products are emulated) does not take by default; f32 forces them off,
+// which devices with native dot products (NVIDIA) do not take by default.
+var (
+	intDot = engine.Options{IntDot: func() *bool { on := true; return &on }()}
+	f32    = engine.Options{IntDot: func() *bool { off := false; return &off }()}
+)
 
 // kvTolerance bounds the logit error that the f16 KV cache alone causes on
 // the golden models: llama.cpp's runs kept K and V in f32, and rounding them
@@ -63,7 +67,7 @@ func TestGoldenVulkan(t *testing.T) {
 		tol.Logit = max(tol.Logit, kvTolerance)
 		for _, w := range []int{32, 64} {
 			t.Run(fmt.Sprintf("%s/wave%d", name, w), func(t *testing.T) {
-				golden.Check(t, openWith(t, engine.Options{Wave: w}), name, tol)
+				golden.Check(t, openWith(t, engine.Options{Wave: w, IntDot: f32.IntDot}), name, tol)
 			})
 		}
 		t.Run(name+"/int-dot", func(t *testing.T) {
@@ -112,7 +116,7 @@ func TestMatchesCPU(t *testing.T) {
 				ub  int
 				o   engine.Options
 				tol float64
-			}{{16, engine.Options{}, 1.5e-3}, {8, engine.Options{}, 2e-4}, {16, intDot, 3e-2}, {8, intDot, 3e-2}} {
+			}{{16, f32, 1.5e-3}, {8, f32, 2e-4}, {16, intDot, 3e-2}, {8, intDot, 3e-2}} {
 				ref := cpu.New(0)
 				ref.F16KV = true
 				want, got := run(ref, c.ub), run(openWith(t, c.o), c.ub)
