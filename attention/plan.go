@@ -449,10 +449,10 @@ func autoSplits(dev Device, p Plan, s Shape) int {
 // bound; the staged K or V tile.
 func (p Plan) sharedBytes() int {
 	if p.Decode() {
-		// Per key slot: the step's weights (keys × heads padded to a power
-		// of two) in two halves used on alternate steps, sharing their
-		// array with MergeHeads heads' O for the final merge; and those
-		// heads' (m, l).
+		// Per key slot: the step's weights and a max raise's scores (keys
+		// × heads padded to a power of two, each), sharing their array
+		// with MergeHeads heads' O for the final merge; and those heads'
+		// (m, l).
 		// The split merge (split_merge.glsl): a vec4 and an (m, l) per
 		// lane, and the last-split flag.
 		heads := 1 << bits.Len(uint(p.Heads-1))

@@ -151,8 +151,8 @@ func TestPlanSharedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 4 lane groups, 32 key slots of 8 lanes (one subgroup each), 1 key
-	// per slot: one head's O (32 × 128, where the loop's weights, 32 × 1
-	// twice, also live) + (m, l) pairs (32 × 2), and the split merge's
+	// per slot: one head's O (32 × 128, where the loop's weights and
+	// scores, 32 × 1 each, also live) + (m, l) pairs (32 × 2), and the split merge's
 	// vec4 and (m, l) per lane + a flag.
 	if p.Groups != 4 || p.Slots != 32 || p.LanesPerSlot != 8 || p.Bc != 32 || p.MergeHeads != 1 || p.SharedBytes != 4*(4096+64)+24*256+4 {
 		t.Errorf("lavapipe decode at wave 64: %v", p)

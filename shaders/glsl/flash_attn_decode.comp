@@ -26,16 +26,15 @@
 // heads × 4 keys: the first 16 of a slot's 32 lanes hold one each, the rest
 // copies) and turns them into softmax weights itself;
 // the weights go through shared memory to every lane of the slot for the V
-// products. That buffer alternates between two halves from step to step,
-// so a step needs one subgroup barrier (its weights written) and none for
-// the previous step's readers: they passed the previous step's barrier.
+// products.
 //
 // Every subgroup of a workgroup runs the same sequence of subgroup
-// barriers, whichever branches it takes: one per step, the masked-skip
-// path included, and none in the rare max raise, which takes each head's
-// max by shuffles. The specification asks this of none but the subgroup itself;
-// Mesa 25's lavapipe runs a subgroup barrier as a workgroup barrier and
-// computes garbage otherwise (docs/VULKAN.md).
+// barriers, whichever branches it takes: two per step, the masked-skip
+// path and the rare max raise included (the raise writes its scores before
+// the step's first barrier and reads them after it). The specification
+// asks this of none but the subgroup itself; Mesa 25's lavapipe runs a
+// subgroup barrier as a workgroup barrier and computes garbage otherwise
+// (docs/VULKAN.md).
 //
 // The running max of each head moves lazily: a weight is taken against the
 // max as it stands, exp2(s - m), and the max is only raised (rescaling O and
@@ -108,9 +107,10 @@ const bool SM_Q8 = Q8OUT;
 // HM: heads the slots merge at a time at the end (as many as the shared
 // memory holds: attention.Plan.MergeHeads).
 layout(constant_id = 12) const uint HM = 1;
-// The key loop's weights, per slot, in two halves used on alternate steps
-// (WSZ), and after the loop HM heads' O of each slot for the final merge
-// (MSZ): one array, as the two are never live together.
+// The key loop's weights per slot and, from SCB on, the scores of a max
+// raise (WSZ), and after the loop HM heads' O of each slot for the final
+// merge (MSZ): one array, as the two are never live together.
+const uint SCB = SL * NP;
 const uint WSZ = 2 * SL * NP;
 const uint MSZ = SL * HM * D;
 shared float shm[WSZ > MSZ ? WSZ : MSZ];
@@ -233,7 +233,9 @@ void main() {
                     LOAD_ROWS(kn, load_k, k0 + BC, ux)
                     LOAD_ROWS(vn, load_v, k0 + BC, 0)
                 }
-                subgroupBarrier(); // the step's one barrier, as every step has
+                // The step's two barriers, as every step has.
+                subgroupBarrier();
+                subgroupBarrier();
                 continue;
             }
         }
@@ -297,18 +299,23 @@ void main() {
             s[x] = live ? s[x] : NEG;
             big = big || s[x] > mh[x] + LAZY;
         }
-        if (subgroupAny(big)) {
-            // Raise the max of every head to the step's (uniform in the
-            // subgroup, so the shuffles see every lane): a butterfly over
-            // the TR lanes that hold distinct scores, each lane starting
-            // from its own scores of the head.
+        // The step's first barrier: the previous step's reads of the
+        // weights are done, and a max raise's scores are written. A raise
+        // (uniform in the subgroup) takes all the step's scores of the slot
+        // through the scores area to every lane.
+        const bool raise = subgroupAny(big);
+        if (raise && dl < TR) {
+            [[unroll]] for (uint x = 0; x < NF; x++) {
+                shm[SCB + slot * NP + rbase + x] = s[x];
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        if (raise) {
             [[unroll]] for (uint h = 0; h < HG; h++) {
                 float tmax = m[h];
-                [[unroll]] for (uint x = 0; x < NF; x++) {
-                    tmax = (rbase + x) / KU == h ? max(tmax, s[x]) : tmax;
-                }
-                [[unroll]] for (uint b = 1; b < TR; b *= 2) {
-                    tmax = max(tmax, subgroupShuffleXor(tmax, b));
+                [[unroll]] for (uint u = 0; u < KU; u++) {
+                    tmax = max(tmax, shm[SCB + slot * NP + h * KU + u]);
                 }
                 if (tmax > m[h]) {
                     // While every score so far was masked m is NEG, and O and
@@ -328,7 +335,7 @@ void main() {
         }
         // The weights, against each head's max: masked scores weigh 0 (m
         // may still be NEG, where exp2(NEG - m) would be 1).
-        const uint wb = (((t - kb) / BC) & 1u) * SL * NP + slot * NP; // this step's half
+        const uint wb = slot * NP;
         [[unroll]] for (uint x = 0; x < NF; x++) {
             const float w = s[x] > NEG_HALF ? exp2(s[x] - mh[x]) : 0.0;
             lw[x] += w;
@@ -337,7 +344,7 @@ void main() {
             }
         }
         subgroupMemoryBarrierShared();
-        subgroupBarrier();
+        subgroupBarrier(); // the step's second: the weights are written
         float p[HG * KU];
         [[unroll]] for (uint h = 0; h < HG; h++) {
             [[unroll]] for (uint u = 0; u < KU; u++) {
