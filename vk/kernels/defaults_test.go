@@ -1,10 +1,10 @@
 package kernels
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/internal/fixtures"
 	"github.com/vkinfer/vkinfer/quant"
 )
 
@@ -27,7 +27,7 @@ func TestDefaults(t *testing.T) {
 		{"lavapipe-mesa22.json", small, small8},
 		{"cpu-llvmpipe-lavapipe.json", small, small8},
 	} {
-		d, err := attention.LoadDevice(filepath.Join("..", "..", "..", "shared", "testdata", "devices", c.file))
+		d, err := attention.LoadDevice(fixtures.Path(t, "devices", c.file))
 		if err != nil {
 			t.Fatal(err)
 		}
