@@ -442,10 +442,10 @@ void main() {
     // to lane 0; lane 0's count, a device-scope release and acquire on the
     // counter, so the last split's count reads from every other split's;
     // the second control barrier, which passes that acquire on to the
-    // split's other lanes (workgroup scope suffices there: the chain is
-    // cumulative, and a device-scope fence in every split cost 0.25 µs of
-    // a Llama-3 layer on the H200). The chain is the merge's cost, 4–5 µs
-    // at KV 16384: every round trip to memory it saves shows.
+    // split's other lanes (workgroup scope suffices there, the chain being
+    // cumulative, and spares every split a device-scope fence). The chain
+    // is the merge's cost (docs/ATTENTION.md): every round trip to memory
+    // it saves shows.
     const uint col = qrow * gl_NumWorkGroups.y + gl_WorkGroupID.y;
     controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
