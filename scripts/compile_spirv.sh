@@ -22,10 +22,10 @@ case "${1:-}" in
   *) echo "usage: $0 [--check]" >&2; exit 2 ;;
 esac
 
-if ! command -v glslc >/dev/null 2>&1; then
-  echo "compile_spirv: glslc not found (install shaderc, e.g. the glslc package)" >&2
-  exit 1
-fi
+# scripts/glslc pins the compiler (and fetches it on first use): the
+# committed SPIR-V must be what one compiler version makes of the sources.
+glslc="$root/scripts/glslc"
+"$glslc" --version >/dev/null
 
 dest="$out"
 if [ "$mode" = check ]; then
@@ -42,7 +42,7 @@ for f in "$src"/*.comp; do
   want["$name"]=1
   # Compile to a temporary name first so a failed build never leaves a
   # truncated .spv behind for go:embed to pick up.
-  if glslc --target-env=vulkan1.2 -O -I "$src" -o "$dest/$name.spv.tmp" "$f"; then
+  if "$glslc" --target-env=vulkan1.2 -O -I "$src" -o "$dest/$name.spv.tmp" "$f"; then
     mv "$dest/$name.spv.tmp" "$dest/$name.spv"
   else
     rm -f "$dest/$name.spv.tmp"
