@@ -61,6 +61,10 @@ void vkr_physical_device_query(void* fn, uint64_t pd, void* out) {
 	((void (*)(void*, void*))fn)(H(pd), out);
 }
 
+int32_t vkr_cooperative_matrix_properties_query(void* fn, uint64_t pd, uint32_t* count, void* out) {
+	return ((vkr_pfn_cooperative_matrix_properties)fn)(H(pd), count, (vkr_cooperative_matrix_properties*)out);
+}
+
 int32_t vkr_create_messenger(void* fn, uint64_t instance, const void* info, uint64_t* out) {
 	return ((int32_t (*)(void*, const void*, const void*, uint64_t*))fn)(H(instance), info, NULL, out);
 }

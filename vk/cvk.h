@@ -19,6 +19,79 @@ int32_t vkr_enumerate_instance_version(void* fn, uint32_t* version);
 // Covers vkGetPhysicalDeviceProperties2, Features2 and MemoryProperties2,
 // which share the shape void(VkPhysicalDevice, T*).
 void vkr_physical_device_query(void* fn, uint64_t pd, void* out);
+// VK_KHR_cooperative_matrix, transcribed from the specification: the
+// Vulkan headers this package may be built against (1.3.239 in Debian 12)
+// predate it (1.3.255). Field names and order are the specification's; the
+// Go mirrors in mirror.go follow these, and vk/internal/vkheader checks
+// both against vulkan_core.h where the installed header has the extension.
+enum {
+	// VkStructureType
+	VKR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR = 1000506000,
+	VKR_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR = 1000506001,
+	VKR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR = 1000506002,
+	// VkComponentTypeKHR (BFLOAT16 comes with VK_KHR_shader_bfloat16, the
+	// FLOAT8 ones with VK_EXT_shader_float8)
+	VKR_COMPONENT_TYPE_FLOAT16 = 0,
+	VKR_COMPONENT_TYPE_FLOAT32 = 1,
+	VKR_COMPONENT_TYPE_FLOAT64 = 2,
+	VKR_COMPONENT_TYPE_SINT8 = 3,
+	VKR_COMPONENT_TYPE_SINT16 = 4,
+	VKR_COMPONENT_TYPE_SINT32 = 5,
+	VKR_COMPONENT_TYPE_SINT64 = 6,
+	VKR_COMPONENT_TYPE_UINT8 = 7,
+	VKR_COMPONENT_TYPE_UINT16 = 8,
+	VKR_COMPONENT_TYPE_UINT32 = 9,
+	VKR_COMPONENT_TYPE_UINT64 = 10,
+	VKR_COMPONENT_TYPE_BFLOAT16 = 1000141000,
+	VKR_COMPONENT_TYPE_FLOAT8_E4M3 = 1000491002,
+	VKR_COMPONENT_TYPE_FLOAT8_E5M2 = 1000491003,
+	// VkScopeKHR
+	VKR_SCOPE_DEVICE = 1,
+	VKR_SCOPE_WORKGROUP = 2,
+	VKR_SCOPE_SUBGROUP = 3,
+	VKR_SCOPE_QUEUE_FAMILY = 5,
+};
+
+// VkPhysicalDeviceCooperativeMatrixFeaturesKHR
+typedef struct vkr_physical_device_cooperative_matrix_features {
+	uint32_t sType;
+	void* pNext;
+	uint32_t cooperativeMatrix;
+	uint32_t cooperativeMatrixRobustBufferAccess;
+} vkr_physical_device_cooperative_matrix_features;
+
+// VkPhysicalDeviceCooperativeMatrixPropertiesKHR
+typedef struct vkr_physical_device_cooperative_matrix_properties {
+	uint32_t sType;
+	void* pNext;
+	uint32_t cooperativeMatrixSupportedStages; // VkShaderStageFlags
+} vkr_physical_device_cooperative_matrix_properties;
+
+// VkCooperativeMatrixPropertiesKHR: one fragment shape and its types.
+typedef struct vkr_cooperative_matrix_properties {
+	uint32_t sType;
+	void* pNext;
+	uint32_t MSize;
+	uint32_t NSize;
+	uint32_t KSize;
+	uint32_t AType; // VkComponentTypeKHR
+	uint32_t BType;
+	uint32_t CType;
+	uint32_t ResultType;
+	uint32_t saturatingAccumulation; // VkBool32
+	uint32_t scope;                  // VkScopeKHR
+} vkr_cooperative_matrix_properties;
+
+// PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
+typedef int32_t (*vkr_pfn_cooperative_matrix_properties)(void* physicalDevice, uint32_t* count,
+	vkr_cooperative_matrix_properties* properties);
+
+// vkr_cooperative_matrix_properties_query calls
+// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR: out is NULL (count
+// only) or an array of *count vkr_cooperative_matrix_properties with sType
+// set.
+int32_t vkr_cooperative_matrix_properties_query(void* fn, uint64_t pd, uint32_t* count, void* out);
+
 int32_t vkr_create_messenger(void* fn, uint64_t instance, const void* info, uint64_t* out);
 void vkr_destroy_messenger(void* fn, uint64_t instance, uint64_t messenger);
 // vkr_debug_callback is the PFN_vkDebugUtilsMessengerCallbackEXT that

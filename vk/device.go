@@ -67,7 +67,8 @@ const defaultStaging = 64 << 20
 // with one compute queue and the optional features the kernels use enabled
 // where supported: 16- and 8-bit storage, float16/int8 arithmetic, subgroup
 // extended types, subgroup size control with full subgroups, integer dot
-// product, 16/64-bit integers, and pipeline executable properties (see
+// product, 16/64-bit integers, the Vulkan memory model, cooperative
+// matrices (DeviceInfo.CoopMatrix), and pipeline executable properties (see
 // Pipeline.Statistics).
 func Open(o Options) (*Device, error) {
 	in, err := newInstance(o.Validation, o.GPUAssisted)
@@ -130,6 +131,10 @@ func (p *physical) deviceExtensionsToEnable() []string {
 	if p.info.PipelineStatistics {
 		names = append(names, cstr(extPipelineExecutableProperties))
 	}
+	// Only where compute shaders can use it (DeviceInfo.CoopMatrix).
+	if p.info.CoopMatrix {
+		names = append(names, cstr(extCoopMatrix))
+	}
 	return names
 }
 
@@ -146,7 +151,10 @@ func (d *Device) createDevice() error {
 	en.features = physicalDeviceFeatures2{sType: stFeatures2}
 	en.features.features[featShaderInt16] = p.feat.features.features[featShaderInt16]
 	en.features.features[featShaderInt64] = p.feat.features.features[featShaderInt64]
-	en.link(&pin, p.exts, p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0), p.info.PipelineStatistics)
+	// Robust cooperative-matrix loads only matter with robustBufferAccess,
+	// which stays off.
+	en.coopMat.cooperativeMatrixRobustBufferAccess = 0
+	en.link(&pin, p.exts, p.api >= minVersion, p.api >= vk.MakeVersion(1, 3, 0), p.info.PipelineStatistics, p.info.CoopMatrix)
 
 	exts := p.deviceExtensionsToEnable()
 	ci := &vk.DeviceCreateInfo{
@@ -247,6 +255,7 @@ func (d *Device) Info() DeviceInfo {
 	i := d.info
 	i.Heaps = append([]Heap(nil), i.Heaps...)
 	i.QueueFamilies = append([]QueueFamily(nil), i.QueueFamilies...)
+	i.CoopMatShapes = append([]CoopMatShape(nil), i.CoopMatShapes...)
 	return i
 }
 

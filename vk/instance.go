@@ -31,6 +31,9 @@ type instance struct {
 	h       vk.Instance
 	id      uint64
 	version uint32 // the API version the instance was created with
+	// layerVersion is the validation layer's specVersion, 0 without
+	// validation.
+	layerVersion uint32
 
 	log       *messageLog
 	logHandle cgo.Handle
@@ -74,7 +77,8 @@ func goDebugMessage(user C.uintptr_t, severity C.uint32_t, data unsafe.Pointer) 
 // without adding a terminator.
 func cstr(s string) string { return s + "\x00" }
 
-func instanceLayers() (map[string]bool, error) {
+// instanceLayers maps the installed layers to their specVersion.
+func instanceLayers() (map[string]uint32, error) {
 	var n uint32
 	if err := check("enumerating instance layers", int32(vk.EnumerateInstanceLayerProperties(&n, nil))); err != nil {
 		return nil, err
@@ -83,10 +87,10 @@ func instanceLayers() (map[string]bool, error) {
 	if err := check("enumerating instance layers", int32(vk.EnumerateInstanceLayerProperties(&n, props))); err != nil {
 		return nil, err
 	}
-	have := make(map[string]bool, n)
+	have := make(map[string]uint32, n)
 	for i := range props[:n] {
 		props[i].Deref()
-		have[vk.ToString(props[i].LayerName[:])] = true
+		have[vk.ToString(props[i].LayerName[:])] = props[i].SpecVersion
 	}
 	return have, nil
 }
@@ -147,10 +151,11 @@ func newInstance(validation, gpuAssisted bool) (*instance, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !layers[validationLayer] {
+		if _, ok := layers[validationLayer]; !ok {
 			return nil, fmt.Errorf("vulkan: validation requested but %s is not installed (install the Vulkan validation layers, e.g. vulkan-validationlayers)", validationLayer)
 		}
 		layerNames = append(layerNames, cstr(validationLayer))
+		in.layerVersion = layers[validationLayer]
 		extNames = append(extNames, cstr("VK_EXT_debug_utils"))
 		in.log = &messageLog{}
 		in.logHandle = cgo.NewHandle(in.log)

@@ -43,6 +43,12 @@ const (
 	stPipelineExecutableProperties         = 1000269002
 	stPipelineExecutableInfo               = 1000269003
 	stPipelineExecutableStatistic          = 1000269004
+	stVulkanMemoryModelFeatures            = 1000211000
+	// VK_KHR_cooperative_matrix (absent from older headers: cvk.h has
+	// the specification's values)
+	stCooperativeMatrixFeatures         = 1000506000
+	stCooperativeMatrixProperties       = 1000506001
+	stCooperativeMatrixDeviceProperties = 1000506002
 )
 
 // Sizes of the structs kept opaque; mirror_test.go checks them.
@@ -242,6 +248,55 @@ type physicalDeviceShaderIntegerDotProductProperties struct {
 	integerDotProductAccumulatingSaturating64BitSignedAccelerated                 uint32
 	integerDotProductAccumulatingSaturating64BitMixedSignednessAccelerated        uint32
 }
+
+type physicalDeviceVulkanMemoryModelFeatures struct {
+	sType                                         uint32
+	pNext                                         unsafe.Pointer
+	vulkanMemoryModel                             uint32
+	vulkanMemoryModelDeviceScope                  uint32
+	vulkanMemoryModelAvailabilityVisibilityChains uint32
+}
+
+// The VK_KHR_cooperative_matrix mirrors follow cvk.h's transcription
+// (vkr_physical_device_cooperative_matrix_features and the rest), which
+// mirror_test.go checks against vulkan_core.h where the header has them.
+
+type physicalDeviceCooperativeMatrixFeatures struct {
+	sType                               uint32
+	pNext                               unsafe.Pointer
+	cooperativeMatrix                   uint32
+	cooperativeMatrixRobustBufferAccess uint32
+}
+
+type physicalDeviceCooperativeMatrixProperties struct {
+	sType                            uint32
+	pNext                            unsafe.Pointer
+	cooperativeMatrixSupportedStages uint32
+}
+
+type cooperativeMatrixProperties struct {
+	sType                  uint32
+	pNext                  unsafe.Pointer
+	MSize                  uint32
+	NSize                  uint32
+	KSize                  uint32
+	AType                  uint32
+	BType                  uint32
+	CType                  uint32
+	ResultType             uint32
+	saturatingAccumulation uint32
+	scope                  uint32
+}
+
+// componentTypes names VkComponentTypeKHR values as CoopMatShape does.
+var componentTypes = map[uint32]string{
+	0: "f16", 1: "f32", 2: "f64", 3: "s8", 4: "s16", 5: "s32", 6: "s64",
+	7: "u8", 8: "u16", 9: "u32", 10: "u64",
+	1000141000: "bf16", 1000491002: "e4m3", 1000491003: "e5m2",
+}
+
+// scopes names VkScopeKHR values.
+var scopes = map[uint32]string{1: "device", 2: "workgroup", 3: "subgroup", 5: "queue-family"}
 
 type physicalDeviceShaderSubgroupExtendedTypesFeatures struct {
 	sType                       uint32

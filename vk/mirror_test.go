@@ -48,6 +48,10 @@ func TestMirrorLayouts(t *testing.T) {
 		"VkBufferCopy":                                            reflect.TypeFor[bufferCopy](),
 		"VkCommandBufferBeginInfo":                                reflect.TypeFor[commandBufferBeginInfo](),
 		"VkSubmitInfo":                                            reflect.TypeFor[submitInfo](),
+		"VkPhysicalDeviceVulkanMemoryModelFeatures":               reflect.TypeFor[physicalDeviceVulkanMemoryModelFeatures](),
+		"VkPhysicalDeviceCooperativeMatrixFeaturesKHR":            reflect.TypeFor[physicalDeviceCooperativeMatrixFeatures](),
+		"VkPhysicalDeviceCooperativeMatrixPropertiesKHR":          reflect.TypeFor[physicalDeviceCooperativeMatrixProperties](),
+		"VkCooperativeMatrixPropertiesKHR":                        reflect.TypeFor[cooperativeMatrixProperties](),
 	}
 	for name, g := range mirrors {
 		c, ok := vkheader.Structs[name]
@@ -55,21 +59,40 @@ func TestMirrorLayouts(t *testing.T) {
 			t.Errorf("%s: not in vkheader.Structs", name)
 			continue
 		}
-		if g.Size() != c.Size() || g.Align() != c.Align() {
-			t.Errorf("%s: Go size/align %d/%d, C %d/%d", name, g.Size(), g.Align(), c.Size(), c.Align())
+		compareLayout(t, name, g, c)
+	}
+	// cvk.h's transcriptions of what older headers lack: checked against
+	// vulkan_core.h where it has them (above, the Go mirrors were checked
+	// against the header's, or against these).
+	if !vkheader.CoopMatFromHeader {
+		t.Logf("vulkan_core.h predates VK_KHR_cooperative_matrix: its mirrors are checked against cvk.h's transcription")
+	}
+	for name, c := range vkheader.CVK {
+		compareLayout(t, "cvk.h "+name, c, vkheader.Structs[name])
+	}
+}
+
+// compareLayout fails unless g has the size and alignment of c and each of
+// its fields a field of c's name at the same offset with the same size.
+func compareLayout(t *testing.T, name string, g, c reflect.Type) {
+	t.Helper()
+	if g.Size() != c.Size() || g.Align() != c.Align() {
+		t.Errorf("%s: Go size/align %d/%d, C %d/%d", name, g.Size(), g.Align(), c.Size(), c.Align())
+	}
+	if namedFields(g) != namedFields(c) {
+		t.Errorf("%s: Go has %d fields, C %d", name, namedFields(g), namedFields(c))
+	}
+	for i := 0; i < g.NumField(); i++ {
+		gf := g.Field(i)
+		if gf.Name == "_" {
+			continue
 		}
-		if g.NumField() != namedFields(c) {
-			t.Errorf("%s: Go has %d fields, C %d", name, g.NumField(), namedFields(c))
-		}
-		for i := 0; i < g.NumField(); i++ {
-			gf := g.Field(i)
-			cf, ok := c.FieldByName(gf.Name)
-			switch {
-			case !ok:
-				t.Errorf("%s.%s: no such C field", name, gf.Name)
-			case gf.Offset != cf.Offset || gf.Type.Size() != cf.Type.Size():
-				t.Errorf("%s.%s: Go offset %d size %d, C offset %d size %d", name, gf.Name, gf.Offset, gf.Type.Size(), cf.Offset, cf.Type.Size())
-			}
+		cf, ok := c.FieldByName(gf.Name)
+		switch {
+		case !ok:
+			t.Errorf("%s.%s: no such C field", name, gf.Name)
+		case gf.Offset != cf.Offset || gf.Type.Size() != cf.Type.Size():
+			t.Errorf("%s.%s: Go offset %d size %d, C offset %d size %d", name, gf.Name, gf.Offset, gf.Type.Size(), cf.Offset, cf.Type.Size())
 		}
 	}
 }
@@ -134,6 +157,10 @@ func TestStructureTypes(t *testing.T) {
 		"VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR":                          stPipelineExecutableProperties,
 		"VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR":                                stPipelineExecutableInfo,
 		"VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR":                           stPipelineExecutableStatistic,
+		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES":                stVulkanMemoryModelFeatures,
+		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR":             stCooperativeMatrixFeatures,
+		"VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR":                           stCooperativeMatrixProperties,
+		"VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR":           stCooperativeMatrixDeviceProperties,
 	} {
 		want, ok := vkheader.StructureTypes[name]
 		if !ok || want != got {
@@ -150,10 +177,36 @@ func TestMirrorConstants(t *testing.T) {
 		"VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR":   int64(StatInt64),
 		"VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR":  int64(StatUint64),
 		"VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR": int64(StatFloat64),
+		"VK_SHADER_STAGE_COMPUTE_BIT":                         shaderStageCompute,
 	} {
 		want, ok := vkheader.Constants[name]
 		if !ok || want != got {
 			t.Errorf("%s = %d, header says %d (present: %v)", name, got, want, ok)
 		}
+	}
+	// The names CoopMatShape gives VkComponentTypeKHR and VkScopeKHR values.
+	for name, want := range map[string]string{
+		"VK_COMPONENT_TYPE_FLOAT16_KHR": "f16", "VK_COMPONENT_TYPE_FLOAT32_KHR": "f32", "VK_COMPONENT_TYPE_FLOAT64_KHR": "f64",
+		"VK_COMPONENT_TYPE_SINT8_KHR": "s8", "VK_COMPONENT_TYPE_SINT16_KHR": "s16", "VK_COMPONENT_TYPE_SINT32_KHR": "s32",
+		"VK_COMPONENT_TYPE_SINT64_KHR": "s64", "VK_COMPONENT_TYPE_UINT8_KHR": "u8", "VK_COMPONENT_TYPE_UINT16_KHR": "u16",
+		"VK_COMPONENT_TYPE_UINT32_KHR": "u32", "VK_COMPONENT_TYPE_UINT64_KHR": "u64", "VK_COMPONENT_TYPE_BFLOAT16_KHR": "bf16",
+		"VK_COMPONENT_TYPE_FLOAT8_E4M3_EXT": "e4m3", "VK_COMPONENT_TYPE_FLOAT8_E5M2_EXT": "e5m2",
+	} {
+		v, ok := vkheader.Constants[name]
+		if got := componentName(uint32(v)); !ok || got != want {
+			t.Errorf("%s (%d, present %v) is named %q, want %q", name, v, ok, got, want)
+		}
+	}
+	for name, want := range map[string]string{
+		"VK_SCOPE_DEVICE_KHR": "device", "VK_SCOPE_WORKGROUP_KHR": "workgroup", "VK_SCOPE_SUBGROUP_KHR": "subgroup",
+		"VK_SCOPE_QUEUE_FAMILY_KHR": "queue-family",
+	} {
+		v, ok := vkheader.Constants[name]
+		if got := scopeName(uint32(v)); !ok || got != want {
+			t.Errorf("%s (%d, present %v) is named %q, want %q", name, v, ok, got, want)
+		}
+	}
+	if len(componentTypes) != 14 || len(scopes) != 4 {
+		t.Errorf("%d component types and %d scopes named; the test checks 14 and 4", len(componentTypes), len(scopes))
 	}
 }

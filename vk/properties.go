@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	vk "github.com/vulkan-go/vulkan"
@@ -22,24 +23,49 @@ type Heap struct {
 
 // DeviceInfo describes a physical device.
 type DeviceInfo struct {
-	Index                                                   int // position in Devices()
-	Name, Driver, DriverInfo                                string
-	VendorID, DeviceID                                      uint32
-	Type                                                    string // "discrete", "integrated", "virtual", "cpu", "other"
-	APIVersion                                              string // the device's Vulkan version, "1.3.230"
-	DriverVersion                                           uint32 // packed as the vendor chooses; Report decodes it
-	UUID                                                    [16]byte
-	SubgroupSize, MinSubgroupSize, MaxSubgroupSize          int
-	SizeControl                                             bool // a compute shader may require a subgroup size (with full subgroups)
-	SharedMemory                                            int  // maxComputeSharedMemorySize in bytes
-	MaxWorkgroupInvocations                                 int
-	MaxWorkgroupCount                                       [3]uint32
-	MaxAllocation, MaxStorageRange                          uint64 // bytes, clamped to the largest device-local heap
-	Heaps                                                   []Heap
-	FP16, Int8, Storage16, Storage8, IntegerDot, CoopMatrix bool
+	Index                                          int // position in Devices()
+	Name, Driver, DriverInfo                       string
+	VendorID, DeviceID                             uint32
+	Type                                           string // "discrete", "integrated", "virtual", "cpu", "other"
+	APIVersion                                     string // the device's Vulkan version, "1.3.230"
+	DriverVersion                                  uint32 // packed as the vendor chooses; Report decodes it
+	UUID                                           [16]byte
+	SubgroupSize, MinSubgroupSize, MaxSubgroupSize int
+	SizeControl                                    bool // a compute shader may require a subgroup size (with full subgroups)
+	SharedMemory                                   int  // maxComputeSharedMemorySize in bytes
+	MaxWorkgroupInvocations                        int
+	MaxWorkgroupCount                              [3]uint32
+	MaxAllocation, MaxStorageRange                 uint64 // bytes, clamped to the largest device-local heap
+	Heaps                                          []Heap
+	FP16, Int8, Storage16, Storage8, IntegerDot    bool
 	// DotAccelerated: the packed 4x8-bit signed dot product (IntegerDot's
 	// core) is a native instruction, not an emulation the driver expands.
-	DotAccelerated  bool
+	DotAccelerated bool
+	// DotMixedAccelerated: so is the mixed-signedness one (signed by
+	// unsigned bytes). On AMD it first appears with RDNA3, the generation
+	// that brought matrix instructions (WMMA), which the cooperative-matrix
+	// policy uses to tell matrix cores from an emulated extension.
+	DotMixedAccelerated bool
+	// VulkanMemoryModel: the vulkanMemoryModel feature is on (the
+	// cooperative-matrix shaders' memory scopes and semantics need it).
+	VulkanMemoryModel bool
+	// CoopMatrix: compute shaders can use cooperative matrices: the device
+	// has VK_KHR_cooperative_matrix (NVIDIA's older VK_NV_cooperative_matrix
+	// does not count), its cooperativeMatrix feature is on and
+	// cooperativeMatrixSupportedStages lists the compute stage. Open then
+	// enables the extension and the feature.
+	CoopMatrix bool
+	// CoopMatShapes are the fragment shapes and types the device runs
+	// (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), in the driver's
+	// order; never empty when CoopMatrix is true, always when it is false.
+	CoopMatShapes []CoopMatShape
+	// CoopMatrixOff says why CoopMatrix is false on a device that has
+	// VK_KHR_cooperative_matrix ("" otherwise), phrased to follow the
+	// device's name: its feature is off, compute is not among its stages,
+	// it lists no shapes, or the validation layer Open runs under predates
+	// the extension (it can check neither the device setup nor the
+	// shaders, so the extension is not used).
+	CoopMatrixOff   string
 	ComputeUnits    int     // AMD shader core or NVIDIA SM count; 0 if unknown
 	TimestampPeriod float32 // nanoseconds per timestamp tick; 0 when the driver reports no usable period
 	TimestampValid  bool    // the compute queue writes timestamps
@@ -67,6 +93,79 @@ type DeviceInfo struct {
 	CannotRun string
 }
 
+// CoopMatShape is one cooperative-matrix configuration a device offers
+// (VkCooperativeMatrixPropertiesKHR): Result = A (M×K) × B (K×N) + C (M×N).
+type CoopMatShape struct {
+	M, N, K int
+	// A, B, C and Result are the component types: "f16", "f32", "f64",
+	// "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "bf16", "e4m3",
+	// "e5m2", or "type N" for a value this package does not know.
+	A, B, C, Result string
+	// Saturating: the multiply-add of this entry must saturate
+	// (saturatingAccumulation); integer entries come with and without.
+	Saturating bool
+	// Scope is the scope the matrices live in: "subgroup", "workgroup",
+	// "device", "queue-family" or "scope N".
+	Scope string
+}
+
+// String renders the shape as "16x16x16 f16*f16+f32->f32", with " sat" for
+// a saturating entry; the scope is left to the caller (CoopMatSummary).
+func (s CoopMatShape) String() string {
+	str := fmt.Sprintf("%dx%dx%d %s*%s+%s->%s", s.M, s.N, s.K, s.A, s.B, s.C, s.Result)
+	if s.Saturating {
+		str += " sat"
+	}
+	return str
+}
+
+// CoopMatSummary renders shapes on one line, comma-separated, with their
+// scope in parentheses: once at the end when every shape shares it, else
+// after each shape.
+func CoopMatSummary(shapes []CoopMatShape) string {
+	if len(shapes) == 0 {
+		return "none"
+	}
+	same := true
+	for _, s := range shapes {
+		same = same && s.Scope == shapes[0].Scope
+	}
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = s.String()
+		if !same {
+			parts[i] += " (" + s.Scope + ")"
+		}
+	}
+	out := strings.Join(parts, ", ")
+	if same {
+		out += " (" + shapes[0].Scope + ")"
+	}
+	return out
+}
+
+// resultName names a VkResult.
+func resultName(r int32) string {
+	if n, ok := resultNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("VkResult %d", r)
+}
+
+func componentName(t uint32) string {
+	if n, ok := componentTypes[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type %d", t)
+}
+
+func scopeName(s uint32) string {
+	if n, ok := scopes[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("scope %d", s)
+}
+
 // physical is what querying one physical device yields: the public report
 // plus what Open needs to create a logical device on it.
 type physical struct {
@@ -89,6 +188,10 @@ type physical struct {
 	feat        *featureSet // supported
 	sizeStages  uint32      // requiredSubgroupSizeStages
 	maxSubgroup int         // maxComputeWorkgroupSubgroups
+	coopStages  uint32      // cooperativeMatrixSupportedStages
+	// coopWithheld says why cooperative matrices are neither queried nor
+	// used although the device has the extension ("" when they may be).
+	coopWithheld string
 }
 
 // featureSet is the chain of feature structs queried from a device and
@@ -104,6 +207,8 @@ type featureSet struct {
 	dot       physicalDeviceShaderIntegerDotProductFeatures
 	extTypes  physicalDeviceShaderSubgroupExtendedTypesFeatures
 	execProps physicalDevicePipelineExecutablePropertiesFeatures
+	memModel  physicalDeviceVulkanMemoryModelFeatures
+	coopMat   physicalDeviceCooperativeMatrixFeatures
 }
 
 // minVersion is the oldest device API version Open accepts: the shaders are
@@ -116,6 +221,24 @@ const shaderStageCompute = 0x20
 // statistics, such as the registers a kernel needs per lane, which decide
 // how many workgroups fit on a compute unit.
 const extPipelineExecutableProperties = "VK_KHR_pipeline_executable_properties"
+
+// extCoopMatrix gives compute shaders matrix-multiply-accumulate on
+// fragments spread over a subgroup: the matrix cores of RDNA3+, NVIDIA since
+// Turing and Intel Arc.
+const extCoopMatrix = "VK_KHR_cooperative_matrix"
+
+// coopMatLayerVersion is the header version that introduced
+// VK_KHR_cooperative_matrix (1.3.255). A validation layer built before it
+// knows neither the extension's structs nor SPV_KHR_cooperative_matrix:
+// it reports every use as an error (and, unable to specialize such a
+// shader, misreads its workgroup size), so nothing about the extension can
+// be validated with it.
+var coopMatLayerVersion = vk.MakeVersion(1, 3, 255)
+
+// useCoopMat says whether the cooperative-matrix structs may be queried
+// and the extension used: the device has it and no validation layer too
+// old for it is watching.
+func (p *physical) useCoopMat() bool { return p.exts[extCoopMatrix] && p.coopWithheld == "" }
 
 func versionString(v uint32) string {
 	return fmt.Sprintf("%d.%d.%d", v>>22, (v>>12)&0x3ff, v&0xfff)
@@ -211,6 +334,10 @@ func (in *instance) queryPhysical(h vk.PhysicalDevice, index int) (*physical, er
 		return nil, err
 	}
 	p.exts = exts
+	if exts[extCoopMatrix] && in.layerVersion != 0 && in.layerVersion < coopMatLayerVersion {
+		p.coopWithheld = fmt.Sprintf("runs under a validation layer (%s) that predates VK_KHR_cooperative_matrix (1.3.255) and cannot check it",
+			versionString(in.layerVersion))
+	}
 
 	info := &p.info
 	info.Index = index
@@ -224,7 +351,6 @@ func (in *instance) queryPhysical(h vk.PhysicalDevice, index int) (*physical, er
 	info.MaxWorkgroupCount = p.limits.MaxComputeWorkGroupCount
 	info.MaxStorageRange = uint64(p.limits.MaxStorageBufferRange)
 	info.TimestampPeriod = p.limits.TimestampPeriod
-	info.CoopMatrix = exts["VK_KHR_cooperative_matrix"] || exts["VK_NV_cooperative_matrix"]
 
 	p.queryQueues()
 	v11 := p.api >= vk.MakeVersion(1, 1, 0)
@@ -331,6 +457,10 @@ func (p *physical) queryExtended(fns physicalFns) uint64 {
 	if hasDot {
 		links = append(links, unsafe.Pointer(dot))
 	}
+	coop := &physicalDeviceCooperativeMatrixProperties{sType: stCooperativeMatrixDeviceProperties}
+	if p.useCoopMat() {
+		links = append(links, unsafe.Pointer(coop))
+	}
 	if p.exts["VK_AMD_shader_core_properties"] {
 		links = append(links, unsafe.Pointer(amd))
 	}
@@ -353,6 +483,8 @@ func (p *physical) queryExtended(fns physicalFns) uint64 {
 		p.sizeStages, p.maxSubgroup = sc.requiredSubgroupSizeStages, int(sc.maxComputeWorkgroupSubgroups)
 	}
 	info.DotAccelerated = hasDot && dot.integerDotProduct4x8BitPackedSignedAccelerated != 0
+	info.DotMixedAccelerated = hasDot && dot.integerDotProduct4x8BitPackedMixedSignednessAccelerated != 0
+	p.coopStages = coop.cooperativeMatrixSupportedStages
 	switch {
 	case p.exts["VK_AMD_shader_core_properties"]:
 		info.ComputeUnits = int(amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray)
@@ -420,8 +552,10 @@ func (p *physical) queryFeatures(fns physicalFns, v12, v13 bool) {
 		dot:       physicalDeviceShaderIntegerDotProductFeatures{sType: stIntegerDotProductFeatures},
 		extTypes:  physicalDeviceShaderSubgroupExtendedTypesFeatures{sType: stSubgroupExtendedTypesFeatures},
 		execProps: physicalDevicePipelineExecutablePropertiesFeatures{sType: stPipelineExecutablePropertiesFeatures},
+		memModel:  physicalDeviceVulkanMemoryModelFeatures{sType: stVulkanMemoryModelFeatures},
+		coopMat:   physicalDeviceCooperativeMatrixFeatures{sType: stCooperativeMatrixFeatures},
 	}
-	f.link(&pin, p.exts, v12, v13, p.exts[extPipelineExecutableProperties])
+	f.link(&pin, p.exts, v12, v13, p.exts[extPipelineExecutableProperties], p.useCoopMat())
 	C.vkr_physical_device_query(fns.features2, C.uint64_t(p.id), unsafe.Pointer(&f.features))
 	f.unlink()
 	p.feat = f
@@ -434,14 +568,66 @@ func (p *physical) queryFeatures(fns physicalFns, v12, v13 bool) {
 	info.SizeControl = f.sizeCtl.subgroupSizeControl != 0 && f.sizeCtl.computeFullSubgroups != 0 &&
 		p.sizeStages&shaderStageCompute != 0
 	info.PipelineStatistics = p.exts[extPipelineExecutableProperties] && f.execProps.pipelineExecutableInfo != 0
+	info.VulkanMemoryModel = f.memModel.vulkanMemoryModel != 0
+	switch {
+	case !p.exts[extCoopMatrix]:
+	case p.coopWithheld != "":
+		info.CoopMatrixOff = p.coopWithheld
+	case f.coopMat.cooperativeMatrix == 0:
+		info.CoopMatrixOff = "has VK_KHR_cooperative_matrix with its cooperativeMatrix feature off"
+	case p.coopStages&shaderStageCompute == 0:
+		info.CoopMatrixOff = "has VK_KHR_cooperative_matrix, but not for compute shaders (cooperativeMatrixSupportedStages)"
+	default:
+		info.CoopMatShapes, info.CoopMatrixOff = p.queryCoopMatShapes()
+		info.CoopMatrix = len(info.CoopMatShapes) > 0
+	}
+}
+
+// queryCoopMatShapes lists the device's cooperative-matrix configurations,
+// or says why there are none: the entry point is missing, the query fails
+// or lists nothing. The extension is then of no use.
+func (p *physical) queryCoopMatShapes() ([]CoopMatShape, string) {
+	const name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+	fn := proc(p.inst, name)
+	if fn == nil {
+		return nil, "lacks the entry point " + name
+	}
+	var n C.uint32_t
+	if r := C.vkr_cooperative_matrix_properties_query(fn, C.uint64_t(p.id), &n, nil); r != 0 {
+		return nil, fmt.Sprintf("failed to list its cooperative-matrix shapes (%s: %s)", name, resultName(int32(r)))
+	}
+	if n == 0 {
+		return nil, "lists no cooperative-matrix shapes"
+	}
+	props := make([]cooperativeMatrixProperties, n)
+	for i := range props {
+		props[i].sType = stCooperativeMatrixProperties
+	}
+	// VK_INCOMPLETE (5) still fills the first n entries.
+	if r := C.vkr_cooperative_matrix_properties_query(fn, C.uint64_t(p.id), &n, unsafe.Pointer(&props[0])); r != 0 && r != 5 {
+		return nil, fmt.Sprintf("failed to list its cooperative-matrix shapes (%s: %s)", name, resultName(int32(r)))
+	}
+	shapes := make([]CoopMatShape, 0, n)
+	for _, c := range props[:n] {
+		shapes = append(shapes, CoopMatShape{
+			M: int(c.MSize), N: int(c.NSize), K: int(c.KSize),
+			A: componentName(c.AType), B: componentName(c.BType), C: componentName(c.CType), Result: componentName(c.ResultType),
+			Saturating: c.saturatingAccumulation != 0, Scope: scopeName(c.scope),
+		})
+	}
+	if len(shapes) == 0 {
+		return nil, "lists no cooperative-matrix shapes"
+	}
+	return shapes, ""
 }
 
 // link pins f and chains the feature structs valid for the device: each
 // only where its version or extension is present, since the validation
-// layer rejects others. execProps chains the pipeline-executable struct,
-// which is only valid where that extension is enabled: on the query when
-// the device offers it, on creation when Open enables it.
-func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13, execProps bool) {
+// layer rejects others. execProps and coopMat chain the pipeline-executable
+// and cooperative-matrix structs, which are only valid where their
+// extension is enabled: on the query when the device offers it, on
+// creation when Open enables it.
+func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13, execProps, coopMat bool) {
 	links := []unsafe.Pointer{unsafe.Pointer(&f.storage16)}
 	if v12 || exts["VK_KHR_8bit_storage"] {
 		links = append(links, unsafe.Pointer(&f.storage8))
@@ -458,8 +644,14 @@ func (f *featureSet) link(pin *runtime.Pinner, exts map[string]bool, v12, v13, e
 	if v13 || exts["VK_KHR_shader_integer_dot_product"] {
 		links = append(links, unsafe.Pointer(&f.dot))
 	}
+	if v12 || exts["VK_KHR_vulkan_memory_model"] {
+		links = append(links, unsafe.Pointer(&f.memModel))
+	}
 	if execProps {
 		links = append(links, unsafe.Pointer(&f.execProps))
+	}
+	if coopMat {
+		links = append(links, unsafe.Pointer(&f.coopMat))
 	}
 	pin.Pin(f)
 	chain(pin, &f.features.pNext, links...)
@@ -470,7 +662,7 @@ func (f *featureSet) unlink() {
 	f.features.pNext = nil
 	f.storage16.pNext, f.storage8.pNext, f.f16i8.pNext = nil, nil, nil
 	f.sizeCtl.pNext, f.dot.pNext, f.extTypes.pNext = nil, nil, nil
-	f.execProps.pNext = nil
+	f.execProps.pNext, f.memModel.pNext, f.coopMat.pNext = nil, nil, nil
 }
 
 // cString converts a fixed-size NUL-terminated C char array.

@@ -74,7 +74,7 @@ func (i DeviceInfo) Report() string {
 	}{
 		{"fp16", i.FP16}, {"int8", i.Int8}, {"storage16", i.Storage16}, {"storage8", i.Storage8},
 		{"integer-dot", i.IntegerDot}, {"dot4x8-native", i.IntegerDot && i.DotAccelerated}, {"coop-matrix", i.CoopMatrix},
-		{"pipeline-stats", i.PipelineStatistics},
+		{"memory-model", i.VulkanMemoryModel}, {"pipeline-stats", i.PipelineStatistics},
 	} {
 		if f.on {
 			have = append(have, f.name)
@@ -101,8 +101,8 @@ func (i DeviceInfo) Report() string {
 	return b.String()
 }
 
-// ReportVerbose is Report plus the queue family Open uses and why
-// (`infer devices --verbose`).
+// ReportVerbose is Report plus the queue family Open uses and why, and the
+// cooperative-matrix shapes (`infer devices --verbose`).
 func (i DeviceInfo) ReportVerbose() string {
 	var b strings.Builder
 	b.WriteString(i.Report())
@@ -111,5 +111,13 @@ func (i DeviceInfo) ReportVerbose() string {
 	} else {
 		reportLine(&b, "queue", "family %d of %d (%s): %s", i.Queue, len(i.QueueFamilies), i.QueueFamilies[i.Queue], i.QueueReason)
 	}
+	coop := "none"
+	switch {
+	case i.CoopMatrix:
+		coop = CoopMatSummary(i.CoopMatShapes)
+	case i.CoopMatrixOff != "":
+		coop += ": " + i.CoopMatrixOff
+	}
+	reportLine(&b, "coop matrix", "%s", coop)
 	return b.String()
 }

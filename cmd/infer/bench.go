@@ -39,6 +39,7 @@ func benchCmd(args []string) error {
 	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&lo.tune, "tune-profile", "", tuneProfileUsage)
 	fs.StringVar(&lo.intDot, "int-dot", "auto", intDotUsage)
+	fs.StringVar(&lo.coopMat, "coopmat", "auto", coopMatUsage)
 	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(bench.Formats, ", "))
 	fs.BoolVar(&c.Progress, "progress", false, "print each step on stderr")
 	if err := fs.Parse(longFlags(args)); err != nil {
@@ -85,6 +86,12 @@ func benchCmd(args []string) error {
 	}
 	if lo.backend == "cpu" && lo.intDot == "on" {
 		return errIntDotCPU
+	}
+	if _, err := parseCoopMat(lo.coopMat); err != nil {
+		return err
+	}
+	if lo.backend == "cpu" && lo.coopMat == "on" {
+		return errCoopMatCPU
 	}
 	lo.threads = c.Threads
 	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {

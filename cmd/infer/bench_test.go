@@ -193,6 +193,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"wave on the CPU", []string{"-m", story, "--backend", "cpu", "--wave", "32"}, "CPU backend has no wave"},
 		{"int-dot on the CPU", []string{"-m", story, "--backend", "cpu", "--int-dot", "on"}, "CPU backend computes in f32"},
 		{"bad int-dot", []string{"-m", story, "--int-dot", "maybe"}, "want on, off or auto"},
+		{"coopmat on the CPU", []string{"-m", story, "--backend", "cpu", "--coopmat", "on"}, "CPU backend has no cooperative matrices"},
+		{"bad coopmat", []string{"-m", story, "--coopmat", "maybe"}, `--coopmat "maybe": want on, off or auto`},
 		{"unknown flag", []string{"-m", story, "--nonsense"}, "unknown flag"},
 		{"stray argument", []string{"-m", story, "extra"}, "unexpected argument"},
 		{"negative ngl", []string{"-m", story, "-ngl", "-1"}, "-ngl -1"},

@@ -26,6 +26,7 @@ func checkCmd(args []string) error {
 		threads = fs.IntP("threads", "t", 0, "CPU threads")
 		tol     = fs.Float64("tolerance", 0, "largest |GPU − CPU| logit difference allowed, relative to the largest |logit| (0: 2e-3, as prefill stages weights as f16; 3e-2 with 8-bit activations)")
 		intDot  = fs.String("int-dot", "auto", intDotUsage)
+		coop    = fs.String("coopmat", "auto", coopMatUsage)
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -34,6 +35,10 @@ func checkCmd(args []string) error {
 		return fmt.Errorf("-n %d: need at least one token", *n)
 	}
 	dot, err := parseIntDot(*intDot)
+	if err != nil {
+		return err
+	}
+	coopMat, err := parseCoopMat(*coop)
 	if err != nil {
 		return err
 	}
@@ -74,7 +79,7 @@ func checkCmd(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		e, err := engine.New(dev, engine.Options{OwnDevice: true, IntDot: dot})
+		e, err := engine.New(dev, engine.Options{OwnDevice: true, IntDot: dot, CoopMat: coopMat})
 		if err != nil {
 			dev.Close()
 			return nil, err
@@ -85,7 +90,7 @@ func checkCmd(args []string) error {
 				*tol = 3e-2
 			}
 		}
-		fmt.Fprintf(os.Stderr, "check: %s (matrix products: %s) vs the CPU engine\n", e.Name(), describeIntDot(e.IntDot()))
+		fmt.Fprintf(os.Stderr, "check: %s (matrix products: %s) vs the CPU engine\n", e.Name(), describeProducts(e))
 		return model.Load(f, e, opts)
 	})
 	if err != nil {

@@ -5,13 +5,16 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
 // devicesCmd lists every Vulkan device with the properties that decide how
-// vkinfer runs on it; --verbose adds the queue family it would use and why.
+// vkinfer runs on it; --verbose adds the queue family it would use and why,
+// the cooperative-matrix shapes it offers, and what the cooperative-matrix
+// policy makes of them (--coopmat auto).
 func devicesCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer devices", pflag.ContinueOnError)
-	verbose := fs.Bool("verbose", false, "also say which queue family vkinfer uses on each device, and why")
+	verbose := fs.Bool("verbose", false, "also say which queue family vkinfer uses on each device and why, and its cooperative-matrix shapes and policy")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,6 +31,12 @@ func devicesCmd(args []string) error {
 	for _, d := range devs {
 		if *verbose {
 			fmt.Print(d.ReportVerbose())
+			c := engine.CoopMatChoice(d)
+			state := "off"
+			if c.On() {
+				state = c.String()
+			}
+			fmt.Printf("  %-16s %s: %s\n", "coopmat policy", state, c.Reason)
 		} else {
 			fmt.Print(d.Report())
 		}

@@ -92,3 +92,48 @@ func TestDevicesVerbose(t *testing.T) {
 		t.Fatalf("devices extra: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// TestCoopMatNullHardware: RADV's navi31 null device (RDNA3) lists its
+// cooperative-matrix shapes and the policy's choice under --verbose, and
+// --coopmat on builds its kernels; navi21 (RDNA2, no WMMA) has none, so
+// --coopmat on is an error naming the device and why, and check, run and
+// bench take the flag too (lavapipe has no cooperative matrices).
+func TestCoopMatNullHardware(t *testing.T) {
+	r := inferEnv(t, radvnull.Env(t, "navi31"), "devices", "--verbose")
+	for _, want := range []string{"  coop matrix      16x16x16 f16*f16+f16->f16, 16x16x16 f16*f16+f32->f32, ",
+		"  coopmat policy   16x16x16 f16, s8 16x16x16, subgroup 64: offers 16x16x16 f16*f16+f32 subgroup fragments"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("navi31 devices --verbose: exit %d, lacks %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	env := append(radvnull.Env(t, "navi31"), "XDG_CACHE_HOME="+t.TempDir())
+	r = inferEnv(t, env, "kernels", "-m", "synth:tiny", "--coopmat", "on", "-o", "json")
+	if r.code != 0 {
+		t.Errorf("navi31 kernels --coopmat on: exit %d: %s", r.code, lastLine(r.stderr))
+	}
+	r = inferEnv(t, radvnull.Env(t, "navi21"), "devices", "--verbose")
+	if !strings.Contains(r.stdout, "  coopmat policy   off: lacks VK_KHR_cooperative_matrix") {
+		t.Errorf("navi21 devices --verbose:\n%s", r.stdout)
+	}
+	env = append(radvnull.Env(t, "navi21"), "XDG_CACHE_HOME="+t.TempDir())
+	r = inferEnv(t, env, "kernels", "-m", "synth:tiny", "--coopmat", "on")
+	if want := "error: vulkan: cooperative matrices asked for, but Null hardware (RADV NAVI21) lacks VK_KHR_cooperative_matrix"; r.code != 1 ||
+		!strings.HasPrefix(lastLine(r.stderr), want) {
+		t.Errorf("navi21 kernels --coopmat on: exit %d, %q; want %q", r.code, lastLine(r.stderr), want)
+	}
+	story := fixtures.Path(t, "stories260K.gguf")
+	for _, args := range [][]string{
+		{"check", "-m", story, "-n", "2", "--coopmat", "on"},
+		{"-m", story, "-p", "hi", "-n", "2", "--backend", "vulkan", "--coopmat", "on"},
+		{"bench", "-m", story, "-p", "8", "-n", "0", "-r", "1", "--backend", "vulkan", "--coopmat", "on"},
+	} {
+		r := infer(t, args...)
+		if r.code != 1 || !strings.Contains(lastLine(r.stderr), "cooperative matrices asked for, but ") {
+			t.Errorf("%v on the test device: exit %d, %q; want the cooperative-matrix error", args, r.code, lastLine(r.stderr))
+		}
+	}
+	r = infer(t, "check", "-m", story, "-n", "2", "--coopmat", "off")
+	if r.code != 0 || !strings.Contains(r.stderr, "no cooperative matrices: ") {
+		t.Errorf("check --coopmat off: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -52,15 +52,16 @@ type kernelReport struct {
 func kernelsCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer kernels", pflag.ContinueOnError)
 	var (
-		spec, output, intDotFlag, tuneFlag string
-		device, ctx, ubatch                int
-		waves                              []string
-		flash                              bool
+		spec, output, intDotFlag, tuneFlag, coopFlag string
+		device, ctx, ubatch                          int
+		waves                                        []string
+		flash                                        bool
 	)
 	fs.StringVarP(&spec, "model", "m", "", "GGUF path or synth:PRESET[:FTYPE] (only its shapes are read)")
 	fs.IntVar(&device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
 	fs.StringSliceVar(&waves, "wave", nil, "flash-attention lane groups: 32, 64 or auto, comma list (default: every one the device can run)")
 	fs.StringVar(&intDotFlag, "int-dot", "auto", intDotUsage)
+	fs.StringVar(&coopFlag, "coopmat", "auto", coopMatUsage)
 	fs.BoolVarP(&flash, "flash-attn", "a", true, "flash attention (false: the plain attention kernel)")
 	fs.StringVar(&tuneFlag, "tune-profile", "", tuneProfileUsage)
 	fs.IntVarP(&ctx, "ctx-size", "c", 0, "context size (0: the model's, at most 4096); decode's split-k depends on it")
@@ -91,6 +92,10 @@ func kernelsCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	coopMat, err := parseCoopMat(coopFlag)
+	if err != nil {
+		return err
+	}
 	f, err := modelHeader(spec)
 	if err != nil {
 		return err
@@ -118,7 +123,7 @@ func kernelsCmd(args []string) error {
 	t0 := time.Now()
 	var list []engine.Pipeline
 	for _, w := range requested {
-		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, Tune: tuning, Warn: os.Stderr}
+		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, CoopMat: coopMat, Tune: tuning, Warn: os.Stderr}
 		ps, err := planKernels(dev, o, f, ctx, ubatch)
 		if err != nil {
 			return err

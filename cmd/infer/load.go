@@ -29,6 +29,7 @@ type loadFlags struct {
 	profile bool
 	wave    string
 	intDot  string // --int-dot
+	coopMat string // --coopmat
 	flash   bool
 	tune    string // --tune-profile
 }
@@ -43,6 +44,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
 	fs.StringVar(&l.wave, "wave", "auto", "flash-attention lane group: 32, 64 or auto (RDNA 32, GCN 64, others native)")
 	fs.StringVar(&l.intDot, "int-dot", "auto", intDotUsage)
+	fs.StringVar(&l.coopMat, "coopmat", "auto", coopMatUsage)
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
 	fs.StringVar(&l.tune, "tune-profile", "", tuneProfileUsage)
 	fs.BoolVar(&l.profile, "profile", false, "time every GPU dispatch and print a per-op table at the end")
@@ -98,6 +100,9 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if l.intDot == "on" {
 			return nil, errIntDotCPU
 		}
+		if l.coopMat == "on" {
+			return nil, errCoopMatCPU
+		}
 		return cpu.New(l.threads), nil
 	case "vulkan", "auto":
 		wave, err := attention.ParseWave(l.wave)
@@ -105,6 +110,10 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 			return nil, err
 		}
 		intDot, err := parseIntDot(l.intDot)
+		if err != nil {
+			return nil, err
+		}
+		coopMat, err := parseCoopMat(l.coopMat)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +136,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if err == nil {
 			var e *engine.Engine
 			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot,
-				Warn: os.Stderr}
+				CoopMat: coopMat, Warn: os.Stderr}
 			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
 				dev.Close()
 				return nil, err
@@ -137,15 +146,16 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 					w, sg := e.Wave()
 					fmt.Fprint(os.Stderr, dev.Info().ReportVerbose())
 					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
-					fmt.Fprintf(os.Stderr, "matrix products: %s\n", describeIntDot(e.IntDot()))
+					fmt.Fprintf(os.Stderr, "matrix products: %s\n", describeProducts(e))
 					fmt.Fprintln(os.Stderr, describeTuning(o.Tune))
 				}
 				return e, nil
 			}
 			dev.Close()
-			// A wave or integer dot products the device cannot run are the
-			// user's choice, not a missing GPU: never fall back over them.
-			if wave != 0 || (intDot != nil && *intDot) {
+			// A wave, integer dot products or cooperative matrices the
+			// device cannot run are the user's choice, not a missing GPU:
+			// never fall back over them.
+			if wave != 0 || (intDot != nil && *intDot) || (coopMat != nil && *coopMat) {
 				return nil, err
 			}
 		}
@@ -225,4 +235,35 @@ func describeIntDot(on bool) string {
 		return "8-bit activations, integer dot products"
 	}
 	return "f32 activations"
+}
+
+const coopMatUsage = "prefill matrix products on the matrix cores (VK_KHR_cooperative_matrix): on, off or auto (on where the policy finds usable fragment shapes; see infer devices --verbose)"
+
+var errCoopMatCPU = fmt.Errorf("--coopmat on: the CPU backend has no cooperative matrices; it applies to --backend vulkan")
+
+// parseCoopMat reads --coopmat: nil for auto.
+func parseCoopMat(s string) (*bool, error) {
+	switch s {
+	case "auto":
+		return nil, nil
+	case "on", "off":
+		on := s == "on"
+		return &on, nil
+	}
+	return nil, fmt.Errorf("--coopmat %q: want on, off or auto", s)
+}
+
+// describeProducts says what the engine's matrix products run on: the
+// activations they take and, in prefill, cooperative matrices (which shape,
+// at which subgroup size) or the scalar kernels and why.
+func describeProducts(e *engine.Engine) string {
+	s := describeIntDot(e.IntDot())
+	c := e.CoopMat()
+	switch {
+	case c.On():
+		return fmt.Sprintf("%s; prefill on cooperative matrices: %s", s, c)
+	case c.Reason != "":
+		return fmt.Sprintf("%s; no cooperative matrices: %s %s", s, e.Device().Info().Name, c.Reason)
+	}
+	return s + "; no cooperative matrices"
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/tune"
 	"github.com/vkinfer/vkinfer/vk"
@@ -30,6 +31,11 @@ type Options struct {
 	// the device's default (kernels.DefaultQ8, where the packed dot product
 	// is native), else on or off.
 	IntDot *bool
+	// CoopMat decides whether prefill matrix products run on cooperative
+	// matrices (VK_KHR_cooperative_matrix): nil takes the policy's choice
+	// (coopmat.Choose, CoopMatChoice), else on or off; on fails where the
+	// policy finds the device unable.
+	CoopMat *bool
 	// Tune holds measured kernel geometry for this device (infer tune);
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
 	// its flash-attention wave.
@@ -69,6 +75,12 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 		}
 		k.Q8 = *o.IntDot
 	}
+	cm, err := coopMatFor(dev.Info(), o.CoopMat)
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	k.CoopMat = cm
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
 	fa, err := flashattn.New(dev, decode)
 	if err != nil {
@@ -90,6 +102,10 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 // IntDot reports whether matrix products take 8-bit activations (for the
 // weight types that have the integer path).
 func (e *Engine) IntDot() bool { return e.k.Q8 }
+
+// CoopMat is the cooperative-matrix choice the prefill products use; off
+// (zero shapes, with the reason) keeps the scalar kernels.
+func (e *Engine) CoopMat() coopmat.Choice { return e.k.CoopMat }
 
 // Wave reports the flash-attention lane group in use and the hardware
 // subgroup size it runs with (smaller when the lane group is emulated across

@@ -19,6 +19,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/shaders"
 	"github.com/vkinfer/vkinfer/vk"
@@ -175,6 +176,11 @@ type Kernels struct {
 	// MatVecQ8With in decode and MatMulQ8 in prefill) for the weight types
 	// that have them; the engine reads it (UseQ8).
 	Q8 bool
+	// CoopMat is the cooperative-matrix shape the prefill products use
+	// (the engine sets it from coopmat.Choose and Options.CoopMat); a
+	// choice that is not On (zero shapes, only a Reason) keeps the scalar
+	// kernels.
+	CoopMat coopmat.Choice
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).
