@@ -5,30 +5,14 @@ import (
 
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
-
-// coopmatDevice converts a device report into what the cooperative-matrix
-// policy reads.
-func coopmatDevice(info vk.DeviceInfo) coopmat.Device {
-	d := coopmat.Device{
-		VendorID: info.VendorID, DeviceID: info.DeviceID, Name: info.Name, Driver: info.Driver,
-		SubgroupSize: info.SubgroupSize, MinSubgroupSize: info.MinSubgroupSize, MaxSubgroupSize: info.MaxSubgroupSize,
-		SizeControl: info.SizeControl, SharedMemory: info.SharedMemory, MixedDot: info.DotMixedAccelerated,
-		Unusable: info.CoopMatrixOff,
-	}
-	if !info.CoopMatrix {
-		return d
-	}
-	for _, s := range info.CoopMatShapes {
-		d.Shapes = append(d.Shapes, coopmat.Fragment{M: s.M, N: s.N, K: s.K, A: s.A, B: s.B, C: s.C, Result: s.Result,
-			Saturating: s.Saturating, Scope: s.Scope})
-	}
-	return d
-}
 
 // CoopMatChoice is the cooperative-matrix policy's choice for a device
 // (coopmat.Choose), what New uses when Options.CoopMat is nil.
-func CoopMatChoice(info vk.DeviceInfo) coopmat.Choice { return coopmat.Choose(coopmatDevice(info)) }
+func CoopMatChoice(info vk.DeviceInfo) coopmat.Choice {
+	return coopmat.Choose(kernels.CoopDevice(info))
+}
 
 // coopMatFor resolves Options.CoopMat on a device: nil takes the policy's
 // choice, false turns the cooperative matrices off, and true insists on

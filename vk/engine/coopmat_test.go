@@ -12,6 +12,7 @@ import (
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
 // navi31Info is what RADV's navi31 null device reports (Mesa 25.0.7), cut
@@ -28,7 +29,7 @@ func navi31Info() vk.DeviceInfo {
 
 func TestCoopMatDevice(t *testing.T) {
 	info := navi31Info()
-	d := coopmatDevice(info)
+	d := kernels.CoopDevice(info)
 	if d.VendorID != 0x1002 || d.DeviceID != 0x744c || d.Name != info.Name || d.Driver != "radv" ||
 		d.SubgroupSize != 64 || d.MinSubgroupSize != 32 || d.MaxSubgroupSize != 64 || !d.SizeControl ||
 		d.SharedMemory != 65536 || !d.MixedDot || d.Unusable != "" || len(d.Shapes) != 2 {
@@ -40,7 +41,7 @@ func TestCoopMatDevice(t *testing.T) {
 	}
 	// A device whose extension Open left alone passes on why, and no shapes.
 	info.CoopMatrix, info.CoopMatrixOff = false, "runs under a validation layer (1.3.239) that predates VK_KHR_cooperative_matrix"
-	if d := coopmatDevice(info); len(d.Shapes) != 0 || d.Unusable != info.CoopMatrixOff {
+	if d := kernels.CoopDevice(info); len(d.Shapes) != 0 || d.Unusable != info.CoopMatrixOff {
 		t.Errorf("withheld: %d shapes, unusable %q", len(d.Shapes), d.Unusable)
 	}
 }
@@ -141,7 +142,7 @@ func TestRecordCoopMatDevice(t *testing.T) {
 		}
 	}
 	r := coopmat.Recording{Command: cmd, DriverInfo: info.DriverInfo, APIVersion: info.APIVersion,
-		Date: time.Now().UTC().Format("2006-01-02"), Device: coopmatDevice(info)}
+		Date: time.Now().UTC().Format("2006-01-02"), Device: kernels.CoopDevice(info)}
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		t.Fatal(err)

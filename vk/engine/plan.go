@@ -177,6 +177,10 @@ func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
 	k := o.pl.e.k
 	switch {
+	case k.UseCoop(m.typ, a.rows, a.cols):
+		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		tile := k.CoopTileFor()
+		o.add(fmt.Sprintf("matmul_coopmat %s %s", matrix(m), tile), 0, k.MatMulCoopSpec(m.typ, tile))
 	case k.UseQ8(m.typ):
 		o.productQ8(d, m, a, false)
 	case a.rows <= kernels.MaxMatVecCols:

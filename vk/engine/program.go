@@ -46,21 +46,24 @@ type program struct {
 	// q8 holds the 8-bit copies of activations (kernels.QuantizeQ8) that
 	// decode's matrix-vector products read, by the activation's binding;
 	// a copy is stale once its source buffer is written again (see op).
-	q8 map[vk.Binding]*q8Copy
+	q8 map[vk.Binding]*actCopy
+	// f16 holds the f16 copies (kernels.QuantizeF16) that prefill's
+	// cooperative-matrix products read, kept like q8.
+	f16 map[vk.Binding]*actCopy
 	// read and written are the buffers the dispatches since the last
 	// barrier read and wrote (see op).
 	read, written map[*vk.Buffer]bool
 }
 
-// q8Copy is an activation rounded to 8 bits.
-type q8Copy struct {
+// actCopy is an activation rounded to 8 bits or to f16.
+type actCopy struct {
 	b     vk.Binding
 	fresh bool // holds the source's current values
 }
 
 func newProgram(e *Engine, n int) (*program, error) {
 	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
-		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*q8Copy{}}
+		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{}}
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
 		p.Close()
@@ -108,8 +111,10 @@ func (p *program) op(reads, writes []vk.Binding, record func() error) {
 	}
 	for _, b := range writes {
 		p.written[b.Buf] = true
-		for src, c := range p.q8 {
-			c.fresh = c.fresh && src.Buf != b.Buf
+		for _, copies := range []map[vk.Binding]*actCopy{p.q8, p.f16} {
+			for src, c := range copies {
+				c.fresh = c.fresh && src.Buf != b.Buf
+			}
 		}
 	}
 }
@@ -162,6 +167,10 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
+	if p.e.k.UseCoop(m.typ, a.rows, a.cols) {
+		p.productCoop(d, m, a)
+		return
+	}
 	if p.e.k.UseQ8(m.typ) {
 		p.productQ8(d, m, a, nil)
 		return
@@ -194,25 +203,51 @@ func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 
 // q8Copy returns the 8-bit copy of activation t, made on first use; nil
 // (with the error kept for Record) if it cannot be allocated.
-func (p *program) q8Copy(t *tensor) *q8Copy {
-	c := p.q8[t.b]
+func (p *program) q8Copy(t *tensor) *actCopy {
+	return p.copyOf(p.q8, t, kernels.Q8Bytes(t.rows, t.cols))
+}
+
+// copyOf returns copies' entry for activation t, a buffer of size bytes
+// made on first use; nil (with the error kept for Record) if it cannot be
+// allocated.
+func (p *program) copyOf(copies map[vk.Binding]*actCopy, t *tensor, size int64) *actCopy {
+	c := copies[t.b]
 	if c == nil {
-		b, err := p.buffer(kernels.Q8Bytes(t.rows, t.cols), false)
+		b, err := p.buffer(size, false)
 		if err != nil {
 			p.fail(err)
 			return nil
 		}
-		c = &q8Copy{b: whole(b)}
-		p.q8[t.b] = c
+		c = &actCopy{b: whole(b)}
+		copies[t.b] = c
 	}
 	return c
+}
+
+// productCoop records dst = w·x on the matrix units (prefill), on the f16
+// copy of x, rounding x first unless it was since its last write (the q, k
+// and v projections share one copy, as gate and up do).
+func (p *program) productCoop(d, m, a *tensor) {
+	c := p.copyOf(p.f16, a, kernels.F16Bytes(a.rows, a.cols))
+	if c == nil {
+		return
+	}
+	if !c.fresh {
+		p.op(bindings(a.b), bindings(c.b), func() error {
+			return p.e.k.QuantizeF16(p.seq, c.b, a.b, a.rows, a.cols)
+		})
+		c.fresh = true
+	}
+	p.op(bindings(m.b, c.b), bindings(d.b), func() error {
+		return p.e.k.MatMulCoop(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.CoopTileFor())
+	})
 }
 
 // q8Out returns the 8-bit copy a kernel writing activation t should fill
 // as it goes, or nil where products take f32 activations: without the
 // integer path or weights that use it, or for rows that are not whole
 // blocks of 32 values.
-func (p *program) q8Out(t *tensor) *q8Copy {
+func (p *program) q8Out(t *tensor) *actCopy {
 	if !p.e.q8Weights || !q8Able(t) {
 		return nil
 	}
@@ -353,7 +388,7 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	}
 	// Decode: the reduce pass also rounds the output for the output
 	// projection.
-	var q8 *q8Copy
+	var q8 *actCopy
 	if fa.WritesQ8(sh) {
 		if q8 = p.q8Out(act(dst)); q8 != nil {
 			io.Q8 = q8.b

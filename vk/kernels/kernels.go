@@ -181,6 +181,13 @@ type Kernels struct {
 	// choice that is not On (zero shapes, only a Reason) keeps the scalar
 	// kernels.
 	CoopMat coopmat.Choice
+	// CoopEmulated runs the cooperative-matrix products on coopmat.glsl's
+	// software emulation: what tests check the kernels' logic with on
+	// devices without the extension. The engine never sets it.
+	CoopEmulated bool
+	// CoopTiled is the cooperative-matrix product's tile (a tuning
+	// profile's); zero keeps the built-in choice (CoopTileFor).
+	CoopTiled CoopTile
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).

@@ -1,0 +1,155 @@
+// matmul_coopmat: dst[n][m] = s[n] * sum_k W[m][k] * xh[n][k] for prefill,
+// on the matrix units (coopmat.glsl): weights of any dequant.glsl type are
+// decoded into shared memory as f16, activations come as f16 rows with one
+// power-of-two scale per row s[n] (quantize_f16.comp), and the products
+// accumulate in f32.
+//
+// A workgroup computes a BM x BN tile of dst (weight rows x activation
+// columns); each of its subgroups a WM x WN part of it, as (WM/CM_M) x
+// (WN/CM_N) accumulator fragments. K advances BK values at a time (whole
+// blocks: a 256-value superblock for K-quants), the weight tile decoded
+// once per step; the activations follow in chunks of KC values. Shared
+// rows are padded by 8 halves (16 bytes) against bank conflicts.
+// The result leaves through a small shared stage, one fragment per
+// subgroup at a time, so that edge tiles need no special case and each
+// column gets its scale.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;  // subgroups x their invocations
+layout(constant_id = 1) const uint QTYPE = 12;
+layout(constant_id = 2) const uint BM = 64;
+layout(constant_id = 3) const uint BN = 64;
+layout(constant_id = 4) const uint WM = 32;
+layout(constant_id = 5) const uint WN = 32;
+layout(constant_id = 6) const uint BK = 256;  // a multiple of the block size
+layout(constant_id = 7) const uint KC = 64;   // divides BK; a multiple of CM_K and of 8
+layout(constant_id = 8) const uint CM_M = 16;
+layout(constant_id = 9) const uint CM_N = 16;
+layout(constant_id = 10) const uint CM_K = 16;
+layout(constant_id = 11) const uint SGV = 32; // invocations per subgroup (emulation)
+
+layout(binding = 0) writeonly buffer Dst { float dst[]; };
+layout(binding = 1) readonly buffer Wts { uint W[]; };
+// xh: N rows of K f16 values, then N f32 row scales.
+layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
+layout(binding = 2) readonly buffer XS { float xs[]; };
+
+layout(push_constant) uniform Push {
+    uint M;        // rows of W
+    uint N;        // columns (tokens)
+    uint K;        // values per row, a multiple of 8
+    uint rowBytes; // bytes per row of W
+} pc;
+
+#include "dequant.glsl"
+#include "coopmat.glsl"
+
+const uint FM = WM / CM_M;       // fragments per subgroup along M
+const uint FN = WN / CM_N;       // ... along N
+const uint SGM = BM / WM;        // subgroups along M
+const uint NSG = SGM * (BN / WN);
+const uint SA = BK + 8u;         // shA row stride, halves
+const uint SB = KC + 8u;         // shB row stride, halves
+const uint PA = BK / 16u;        // 16-value pieces per weight row of a tile
+const uint CF = CM_M * CM_N;     // values per accumulator fragment
+
+shared float16_t shA[BM * SA];
+shared float16_t shB[BN * SB];
+shared float shC[NSG * CF];
+
+// loadA decodes values k0..k0+BK of rows m0.. into shA: each invocation a
+// 16-value piece (dequant.glsl's order, so that neighbours read one span of
+// a block). Rows past M and values past K read as zero.
+void loadA(uint m0, uint k0) {
+    for (uint it = gl_LocalInvocationIndex; it < BM * PA; it += WG) {
+        uint r = it / PA, k = k0 + 16u * (it % PA);
+        uint blk = k / QK, p = (k % QK) / 16u;
+        vec4 v[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
+        if (m0 + r < pc.M && k < pc.K) {
+            dq_piece((m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, v);
+        }
+        uint base = r * SA + blk * QK - k0;
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            uint o = base + dq_off(p, i);
+            shA[o] = float16_t(v[i].x);
+            shA[o + 1u] = float16_t(v[i].y);
+            shA[o + 2u] = float16_t(v[i].z);
+            shA[o + 3u] = float16_t(v[i].w);
+        }
+    }
+}
+
+// loadB stages values k..k+KC of columns n0.. of xh into shB; columns past
+// N and values past K read as zero.
+void loadB(uint n0, uint k) {
+    const uint U = KC / 8u; // 16-byte words per column
+    for (uint it = gl_LocalInvocationIndex; it < BN * U; it += WG) {
+        uint n = it / U, u = it % U;
+        uvec4 q = uvec4(0u);
+        if (n0 + n < pc.N && k + 8u * u < pc.K) {
+            q = xh4[((n0 + n) * pc.K + k) / 8u + u];
+        }
+        uint o = n * SB + 8u * u;
+        f16vec2 h0 = unpackFloat2x16(q.x), h1 = unpackFloat2x16(q.y);
+        f16vec2 h2 = unpackFloat2x16(q.z), h3 = unpackFloat2x16(q.w);
+        shB[o] = h0.x; shB[o + 1u] = h0.y; shB[o + 2u] = h1.x; shB[o + 3u] = h1.y;
+        shB[o + 4u] = h2.x; shB[o + 5u] = h2.y; shB[o + 6u] = h3.x; shB[o + 7u] = h3.y;
+    }
+}
+
+void main() {
+    uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN;
+    uint sg = CM_SUBGROUP;
+    uint am = (sg % SGM) * WM, an = (sg / SGM) * WN; // the subgroup's part of the tile
+
+    CM_DECL_C(acc, FM * FN);
+    [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
+        CM_ZERO(acc[f]);
+    }
+    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+        barrier(); // the previous step's readers of shA and shB are done
+        loadA(m0, k0);
+        for (uint kc = 0u; kc < BK && k0 + kc < pc.K; kc += KC) {
+            if (kc > 0u) {
+                barrier(); // the previous chunk's readers of shB are done
+            }
+            loadB(n0, k0 + kc);
+            barrier(); // shA and shB written
+            for (uint kk = 0u; kk < KC; kk += CM_K) {
+                CM_DECL_A(a, FM);
+                CM_DECL_B(b, FN);
+                [[unroll]] for (uint i = 0u; i < FM; i++) {
+                    CM_LOAD_A(a[i], shA, (am + i * CM_M) * SA + kc + kk, SA);
+                }
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    CM_LOAD_BT(b[j], shB, (an + j * CM_N) * SB + kk, SB);
+                }
+                [[unroll]] for (uint i = 0u; i < FM; i++) {
+                    [[unroll]] for (uint j = 0u; j < FN; j++) {
+                        CM_MULADD(acc[i * FN + j], a[i], b[j]);
+                    }
+                }
+            }
+        }
+    }
+
+    // Every subgroup stores its f-th fragment column-major into its part of
+    // shC; then the workgroup writes all of them out, consecutive
+    // invocations along m (consecutive addresses of dst).
+    [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
+        barrier(); // the previous fragment's readers of shC are done
+        CM_STORE_CT(acc[f], shC, sg * CF, CM_M);
+        barrier();
+        for (uint it = gl_LocalInvocationIndex; it < NSG * CF; it += WG) {
+            uint s = it / CF, e = it % CF;
+            uint m = m0 + (s % SGM) * WM + (f / FN) * CM_M + e % CM_M;
+            uint n = n0 + (s / SGM) * WN + (f % FN) * CM_N + e / CM_M;
+            if (m < pc.M && n < pc.N) {
+                dst[n * pc.M + m] = shC[it] * xs[pc.N * pc.K / 2u + n];
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+#version 450
+// quantize_f16: rounds rows of f32 activations to f16 for the
+// cooperative-matrix products (matmul_coopmat.glsl): dst holds rows x cols
+// f16 values, then one f32 scale per row, s = 2^e with the least e >= 0
+// that brings the row's largest magnitude within LIMIT. A row holds
+// x / s, so activations beyond f16's range (65504) stay finite, and a power
+// of two changes no significand: rows within range are rounded exactly as
+// a plain conversion would round them. One workgroup per row.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint NSG = 8;
+
+layout(binding = 0) writeonly buffer DstH { uint dsth[]; };
+layout(binding = 0) writeonly buffer DstS { float dsts[]; };
+layout(binding = 1) readonly buffer Src4 { vec4 x4[]; };
+
+layout(push_constant) uniform Push {
+    uint rows;
+    uint cols; // a multiple of 4
+} pc;
+
+#define RED_N 1u
+#include "reduce.glsl"
+
+// LIMIT leaves f16 headroom below 65504 for the rounding of x / s.
+const float LIMIT = 32768.0;
+
+void main() {
+    uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (row >= pc.rows) {
+        return;
+    }
+    uint base = row * pc.cols / 4u;
+    float mx = 0.0;
+    for (uint c = gl_LocalInvocationID.x; c < pc.cols / 4u; c += WG) {
+        vec4 v = abs(x4[base + c]);
+        mx = max(mx, max(max(v.x, v.y), max(v.z, v.w)));
+    }
+    red_v[0] = mx;
+    wg_reduce(true);
+    mx = red_v[0];
+    // The exponent of mx / LIMIT, rounded up: frexp gives m in [0.5, 1).
+    int e = 0;
+    if (mx > LIMIT) {
+        frexp(mx / LIMIT, e);
+        e = clamp(e, 0, 126);
+    }
+    float inv = exp2(float(-e));
+    for (uint c = gl_LocalInvocationID.x; c < pc.cols / 4u; c += WG) {
+        vec4 v = x4[base + c] * inv;
+        dsth[2u * (base + c)] = packHalf2x16(v.xy);
+        dsth[2u * (base + c) + 1u] = packHalf2x16(v.zw);
+    }
+    if (gl_LocalInvocationID.x == 0u) {
+        dsts[pc.rows * pc.cols / 2u + row] = exp2(float(e));
+    }
+}

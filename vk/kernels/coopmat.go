@@ -1,0 +1,259 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/coopmat"
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// CoopTile is the geometry of the cooperative-matrix prefill product
+// (matmul_coopmat.glsl): a workgroup computes BM weight rows x BN
+// activation columns, each of its subgroups a WM x WN part of them as
+// fragments of the device's shape (k.CoopMat.F16). BK values of k are
+// decoded into shared memory per step (whole blocks of the weight type:
+// one 256-value superblock for K-quants), and the activations are staged
+// KC values at a time.
+type CoopTile struct {
+	BM, BN, WM, WN, BK, KC int
+}
+
+func (t CoopTile) String() string {
+	return fmt.Sprintf("%dx%d/%dx%d/k%d/c%d", t.BM, t.BN, t.WM, t.WN, t.BK, t.KC)
+}
+
+// Subgroups is how many subgroups a workgroup of the tile holds.
+func (t CoopTile) Subgroups() int { return (t.BM / max(t.WM, 1)) * (t.BN / max(t.WN, 1)) }
+
+// SharedBytes is the shared memory of the tile with fragments of m x n
+// accumulators: the f16 weight and activation stages (rows padded by 16
+// bytes) and one f32 fragment per subgroup for the output.
+func (t CoopTile) SharedBytes(m, n int) int {
+	return 2*t.BM*(t.BK+8) + 2*t.BN*(t.KC+8) + 4*t.Subgroups()*m*n
+}
+
+// defaultCoopTiles in order of preference: the first that fits the
+// device's shared memory and workgroup size is the built-in one.
+var defaultCoopTiles = []CoopTile{
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 256, KC: 64},
+	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 256, KC: 32},
+}
+
+// CoopTiles are the cooperative-matrix tiles that BenchmarkMatMulCoop
+// -sweep and infer tune try beyond the built-in one: wide tiles share each
+// decoded weight among more columns, tall ones each staged activation
+// among more rows.
+var CoopTiles = []CoopTile{
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 256, KC: 64},
+	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
+	{BM: 64, BN: 128, WM: 64, WN: 32, BK: 256, KC: 32},
+	{BM: 32, BN: 128, WM: 32, WN: 32, BK: 256, KC: 64},
+	{BM: 32, BN: 256, WM: 32, WN: 64, BK: 256, KC: 32},
+	{BM: 32, BN: 256, WM: 16, WN: 128, BK: 256, KC: 32},
+	{BM: 64, BN: 64, WM: 16, WN: 32, BK: 256, KC: 64},
+	{BM: 64, BN: 128, WM: 32, WN: 32, BK: 256, KC: 32},
+	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 256, KC: 64},
+}
+
+// HasCoop says whether the cooperative-matrix product takes weights of
+// type t: the quantized types and the 16-bit floats, which dequantize into
+// f16 (BF16 keeps its 8-bit significand; values beyond f16's range would
+// not survive, and no model we know stores such weights). F32 weights keep
+// the scalar kernels and their exact values.
+func HasCoop(t quant.Type) bool {
+	switch t {
+	case quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q8_0, quant.Q4_0, quant.F16, quant.BF16:
+		return true
+	}
+	return false
+}
+
+// UseCoop says whether a product of n activation columns of K values with
+// weights of type t runs on the cooperative-matrix kernel: in prefill (the
+// matrix-vector kernels keep decode), for rows of whole 16-byte words of
+// f16.
+func (k *Kernels) UseCoop(t quant.Type, n, K int) bool {
+	return k.coopOn() && n > MaxMatVecCols && K%8 == 0 && HasCoop(t)
+}
+
+func (k *Kernels) coopOn() bool { return k.CoopMat.On() || k.CoopEmulated }
+
+// CoopTileFor is the tile the engine uses: k.CoopTiled when set, else the
+// first built-in tile that fits the device.
+func (k *Kernels) CoopTileFor() CoopTile {
+	if k.CoopTiled.BM != 0 {
+		return k.CoopTiled
+	}
+	m, n, _ := k.coopShape()
+	for _, t := range defaultCoopTiles {
+		if t.SharedBytes(m, n) <= k.info.SharedMemory && t.Subgroups()*k.coopSubgroup() <= k.info.MaxWorkgroupInvocations {
+			return t
+		}
+	}
+	return defaultCoopTiles[len(defaultCoopTiles)-1]
+}
+
+// coopShape is the fragment shape: the policy's (k.CoopMat.F16), else
+// 16x16x16 (the emulation's default).
+func (k *Kernels) coopShape() (m, n, kk int) {
+	if s := k.CoopMat.F16; s.M != 0 {
+		return s.M, s.N, s.K
+	}
+	return 16, 16, 16
+}
+
+// coopSubgroup is the subgroup size the kernel is built for: the one the
+// policy requires, else the device's; 8 invocations per emulated subgroup.
+func (k *Kernels) coopSubgroup() int {
+	if k.CoopEmulated {
+		return 8
+	}
+	if k.CoopMat.Subgroup != 0 {
+		return k.CoopMat.Subgroup
+	}
+	return k.info.SubgroupSize
+}
+
+// F16Bytes is the size of n rows of K activations in the layout
+// QuantizeF16 writes and MatMulCoop reads: n*K f16 values, then one f32
+// scale per row.
+func F16Bytes(n, K int) int64 { return 2*int64(n)*int64(K) + f32(n) }
+
+// QuantizeF16 records the rounding of n rows of K f32 activations (K a
+// multiple of 8) to f16 with a power-of-two scale per row
+// (quantize_f16.comp), into dst.
+func (k *Kernels) QuantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
+	if err := positive("quantize_f16", n, K); err != nil {
+		return err
+	}
+	if K%8 != 0 {
+		return fmt.Errorf("kernels: quantize_f16: rows of %d values: need a multiple of 8", K)
+	}
+	if err := need("quantize_f16 x", x, f32(n*K)); err != nil {
+		return err
+	}
+	if err := need("quantize_f16 dst", dst, F16Bytes(n, K)); err != nil {
+		return err
+	}
+	if err := vec4Aligned("quantize_f16", x, dst); err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.QuantizeF16Spec())
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(n)
+	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K)), gx, gy, 1)
+	return nil
+}
+
+// QuantizeF16Spec is the pipeline QuantizeF16 builds.
+func (k *Kernels) QuantizeF16Spec() vk.PipelineSpec {
+	return spec("quantize_f16", 2, 8, 0, Lanes, k.subgroups(Lanes))
+}
+
+// MatMulCoop records dst = W·x on the matrix units for n columns of
+// activations xh in QuantizeF16's layout, weights of a type where HasCoop
+// holds, with an explicit tile: matmul_coopmat on the device's
+// cooperative matrices (k.CoopMat), or matmul_coopmat_emu where
+// k.CoopEmulated asks for the software emulation.
+func (k *Kernels) MatMulCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int, tile CoopTile) error {
+	if !HasCoop(t) {
+		return fmt.Errorf("kernels: matmul_coopmat: weights of type %s: %w", t, quant.ErrUnsupported)
+	}
+	if !k.coopOn() {
+		return fmt.Errorf("kernels: matmul_coopmat: cooperative matrices are off on this device")
+	}
+	if K%8 != 0 {
+		return fmt.Errorf("kernels: matmul_coopmat: rows of %d values: need a multiple of 8", K)
+	}
+	rb, err := checkMatrix("matmul_coopmat", dst, w, xh, F16Bytes(n, K), t, n, rows, K)
+	if err != nil {
+		return err
+	}
+	if err := k.CheckCoopTile(tile, t); err != nil {
+		return err
+	}
+	if w.Off%4 != 0 || xh.Off%16 != 0 {
+		return fmt.Errorf("kernels: matmul_coopmat: weights at offset %d, activations at %d: need multiples of 4 and 16", w.Off, xh.Off)
+	}
+	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
+	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
+		return fmt.Errorf("kernels: matmul_coopmat: %dx%d tiles exceed the device's workgroup grid", gx, gy)
+	}
+	p, err := k.pipeline(k.MatMulCoopSpec(t, tile))
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
+	s.Dispatch(p, []vk.Binding{dst, w, xh}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
+	return nil
+}
+
+// CheckCoopTile reports whether tile can run on this device with weights
+// of type t and the fragment shape in use.
+func (k *Kernels) CheckCoopTile(tile CoopTile, t quant.Type) error {
+	m, n, kk := k.coopShape()
+	bad := func(why string) error { return fmt.Errorf("kernels: matmul_coopmat: tile %v: %s", tile, why) }
+	switch {
+	case tile.BM < 1 || tile.BN < 1 || tile.WM < 1 || tile.WN < 1 || tile.BK < 1 || tile.KC < 1:
+		return bad("sizes must be positive")
+	case tile.BM%tile.WM != 0 || tile.BN%tile.WN != 0:
+		return bad("subgroup parts must divide the tile")
+	case tile.WM%m != 0 || tile.WN%n != 0:
+		return bad(fmt.Sprintf("subgroup parts must be whole %dx%d fragments", m, n))
+	case tile.BK%kTileCoop(t) != 0:
+		return bad(fmt.Sprintf("K step must hold whole %s blocks of %d values", t, kTileCoop(t)))
+	case tile.BK%tile.KC != 0 || tile.KC%kk != 0 || tile.KC%8 != 0:
+		return bad(fmt.Sprintf("the activation chunk must divide the K step and be a multiple of %d and of 8", kk))
+	}
+	if inv := tile.Subgroups() * k.coopSubgroup(); inv > k.info.MaxWorkgroupInvocations {
+		return bad(fmt.Sprintf("needs %d invocations, device allows %d", inv, k.info.MaxWorkgroupInvocations))
+	}
+	if b := tile.SharedBytes(m, n); b > k.info.SharedMemory {
+		return bad(fmt.Sprintf("needs %d bytes of shared memory, device has %d", b, k.info.SharedMemory))
+	}
+	return nil
+}
+
+// kTileCoop is the block a K step must hold whole: dequant.glsl's block
+// (16 values for the float types).
+func kTileCoop(t quant.Type) int {
+	if isFloat(t) {
+		return 16
+	}
+	return t.BlockSize()
+}
+
+// MatMulCoopSpec is the pipeline MatMulCoop builds for weights of type t.
+func (k *Kernels) MatMulCoopSpec(t quant.Type, tile CoopTile) vk.PipelineSpec {
+	m, n, kk := k.coopShape()
+	sg := k.coopSubgroup()
+	name, wave := "matmul_coopmat", sg
+	if k.CoopEmulated {
+		name, wave = "matmul_coopmat_emu", 0
+	}
+	return spec(name, 3, 16, wave, uint32(tile.Subgroups()*sg), uint32(t),
+		uint32(tile.BM), uint32(tile.BN), uint32(tile.WM), uint32(tile.WN), uint32(tile.BK), uint32(tile.KC),
+		uint32(m), uint32(n), uint32(kk), uint32(sg))
+}
+
+// CoopDevice converts a device report into what the cooperative-matrix
+// policy reads.
+func CoopDevice(info vk.DeviceInfo) coopmat.Device {
+	d := coopmat.Device{
+		VendorID: info.VendorID, DeviceID: info.DeviceID, Name: info.Name, Driver: info.Driver,
+		SubgroupSize: info.SubgroupSize, MinSubgroupSize: info.MinSubgroupSize, MaxSubgroupSize: info.MaxSubgroupSize,
+		SizeControl: info.SizeControl, SharedMemory: info.SharedMemory, MixedDot: info.DotMixedAccelerated,
+		Unusable: info.CoopMatrixOff,
+	}
+	if !info.CoopMatrix {
+		return d
+	}
+	for _, s := range info.CoopMatShapes {
+		d.Shapes = append(d.Shapes, coopmat.Fragment{M: s.M, N: s.N, K: s.K, A: s.A, B: s.B, C: s.C, Result: s.Result,
+			Saturating: s.Saturating, Scope: s.Scope})
+	}
+	return d
+}

@@ -1,0 +1,86 @@
+package kernels
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/coopmat"
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// BenchmarkMatMulCoop times the cooperative-matrix product on the Llama-3-8B
+// FFN matrices (Q4_K) for -cols activation columns, on the device's matrix
+// units with the policy's fragment shape, with the built-in tile (-sweep:
+// and CoopTiles); the f16 rounding of the activations (QuantizeF16) is not
+// included.
+func BenchmarkMatMulCoop(b *testing.B) {
+	k := benchSetup(b)
+	c := coopmat.Choose(CoopDevice(k.info))
+	if !c.On() {
+		b.Skipf("no cooperative matrices: %s", c.Reason)
+	}
+	kc := New(benchDev)
+	defer kc.Close()
+	kc.CoopMat = c
+	var ns []int
+	for _, s := range strings.Split(*cols, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
+		}
+		ns = append(ns, n)
+	}
+	tiles := []CoopTile{kc.CoopTileFor()}
+	if *sweep {
+		tiles = append(tiles, CoopTiles...)
+	}
+	for _, dims := range benchShapes {
+		rows, K := dims[0], dims[1]
+		mats := benchMatrices(b, quant.Q4_K, rows, K, 0)
+		n := slices.Max(ns)
+		xh, err := benchDev.NewBuffer(F16Bytes(n, K), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst, err := benchDev.NewBuffer(f32(n*rows), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range ns {
+			for _, tile := range tiles {
+				if err := kc.CheckCoopTile(tile, quant.Q4_K); err != nil {
+					b.Logf("%v: %v", tile, err)
+					continue
+				}
+				b.Run(fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, tile), func(b *testing.B) {
+					s := benchDev.NewSequence()
+					defer s.Free()
+					for i := range mats {
+						xb := vk.Binding{Buf: xh, Size: F16Bytes(n, K)}
+						if err := kc.MatMulCoop(s, whole(dst), whole(mats[i]), xb, quant.Q4_K, n, rows, K, tile); err != nil {
+							b.Fatal(err)
+						}
+						s.Barrier()
+					}
+					if err := s.End(); err != nil {
+						b.Fatal(err)
+					}
+					if gpu := runTimed(b, s); gpu > 0 {
+						flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
+						b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
+						b.ReportMetric(gpu/float64(len(mats)*b.N), "us/op")
+					}
+				})
+			}
+		}
+		for _, m := range mats {
+			m.Free()
+		}
+		xh.Free()
+		dst.Free()
+	}
+}
