@@ -1,6 +1,8 @@
 // Package flashattn records the flash-attention kernels
 // (shaders/glsl/flash_attn.comp for query tiles, flash_attn_decode.comp for
-// one query per workgroup, and flash_attn_reduce.comp for prefill's split-k)
+// one query per workgroup, flash_attn_reduce.comp for prefill's split-k,
+// and flash_attn_coopmat.comp, prefill on the matrix units, where
+// Options.Coop allows it)
 // into a *vk.Sequence, with the geometry package attention chooses for the
 // device.
 //
@@ -19,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/shaders"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
@@ -58,8 +61,12 @@ type IO struct {
 }
 
 // WritesQ8 says whether Record fills IO.Q8 for sh: with split-k, whose
-// merge rounds its output too, and head dims in whole blocks of 32.
+// merge rounds its output too, and head dims in whole blocks of 32; never
+// where the cooperative-matrix kernel runs.
 func (f *FlashAttn) WritesQ8(sh Shape) bool {
+	if _, err := f.CoopPlan(sh); err == nil {
+		return false
+	}
 	p, err := f.Plan(sh)
 	return err == nil && p.Splits > 1 && sh.HeadDim%32 == 0
 }
@@ -68,11 +75,23 @@ func (f *FlashAttn) WritesQ8(sh Shape) bool {
 type Options struct {
 	Wave  int             // 0 = the device's default (attention.Wave), or 32 / 64
 	Prefs attention.Prefs // zero fields are chosen per shape by attention.PlanFor
+	// Coop, when on, runs prefill batches of CoopMinQueries or more on the
+	// matrix units (flash_attn_coopmat.comp, see CoopPlan) with its
+	// fragment shape and subgroup size; the device must have
+	// VK_KHR_cooperative_matrix enabled. Other shapes, and decode, run the
+	// scalar kernels.
+	Coop coopmat.Choice
+	// CoopEmulated runs the same kernel built against the software
+	// emulation of the fragment operations (flash_attn_coopmat_emu.comp)
+	// on any device with f16 arithmetic: for checking the kernel where the
+	// extension is missing (lavapipe in CI). It takes precedence over Coop.
+	CoopEmulated bool
 }
 
 // FlashAttn records flash attention on one device.
 type FlashAttn struct {
 	d     *vk.Device
+	info  vk.DeviceInfo
 	dev   attention.Device
 	wave  attention.WaveChoice
 	prefs attention.Prefs
@@ -84,12 +103,19 @@ type FlashAttn struct {
 	// recordings that run without a barrier between them never share one.
 	counts []*vk.Buffer
 	used   int
+
+	// The cooperative-matrix kernel (coop.go): Options.Coop and
+	// CoopEmulated; coopHeads and coopBc force its q-heads per workgroup
+	// and tile width when not 0 (tests).
+	coop              coopmat.Choice
+	coopEmu           bool
+	coopHeads, coopBc int
 }
 
 type pipeKey struct {
 	name string
 	sg   int
-	spec [13]uint32
+	spec [16]uint32
 }
 
 // Device converts the runtime's device report into the policy's view.
@@ -111,7 +137,8 @@ func New(d *vk.Device, o Options) (*FlashAttn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: %w", err)
 	}
-	return &FlashAttn{d: d, dev: dev, wave: w, prefs: o.Prefs, pipes: map[pipeKey]*vk.Pipeline{}}, nil
+	return &FlashAttn{d: d, info: d.Info(), dev: dev, wave: w, prefs: o.Prefs, coop: o.Coop, coopEmu: o.CoopEmulated,
+		pipes: map[pipeKey]*vk.Pipeline{}}, nil
 }
 
 // Close frees the split counters Record allocated. Pipelines belong to the
@@ -179,8 +206,13 @@ func scratchLayout(p attention.Plan, sh Shape) (o, ml int64) {
 }
 
 // Record records attention for sh into s: one dispatch, or for a split
-// prefill the split pass, a barrier and the reduce pass.
+// prefill the split pass, a barrier and the reduce pass. Where CoopPlan
+// accepts sh (and no 8-bit output is asked for), the one dispatch is the
+// cooperative-matrix kernel's.
 func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
+	if cp, err := f.CoopPlan(sh); err == nil && io.Q8.Buf == nil {
+		return f.recordCoop(s, io, sh, cp)
+	}
 	p, err := f.Plan(sh)
 	if err != nil {
 		return fmt.Errorf("flashattn: %w", err)
@@ -309,9 +341,13 @@ func reduceSpec(headDim int, q8 bool) vk.PipelineSpec {
 }
 
 // Specs are the pipelines Record builds for sh, with the 8-bit output when
-// q8 (as Record with IO.Q8 set): the plan's kernel, and for a split
-// prefill the merge pass. Listing them builds nothing.
+// q8 (as Record with IO.Q8 set): the cooperative-matrix kernel where it
+// runs, else the plan's kernel, and for a split prefill the merge pass.
+// Listing them builds nothing.
 func (f *FlashAttn) Specs(sh Shape, q8 bool) ([]vk.PipelineSpec, error) {
+	if cp, err := f.CoopPlan(sh); err == nil && !q8 {
+		return []vk.PipelineSpec{coopSpec(cp)}, nil
+	}
 	p, err := f.Plan(sh)
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: %w", err)

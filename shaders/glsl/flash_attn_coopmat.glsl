@@ -1,0 +1,271 @@
+// flash_attn_coopmat: flash attention for prefill on the matrix units
+// (coopmat.glsl): S = Q·Kᵀ and O += P·V as f16 fragment products with f32
+// accumulation; the online softmax (running max m, sum l, and O itself)
+// stays in f32. flash_attn.comp, the scalar kernel, remains for decode and
+// for devices without cooperative matrices.
+//
+// Bindings, push constants, the step buffer, positions, causality and the
+// mask are flash_attn.glsl's, as in flash_attn.comp: row i of the batch is
+// at pos+i and sees keys 0..pos+i; an optional additive f16 mask
+// [n_q][ctx]; tiles where every entry is masked are skipped.
+//
+// A workgroup owns ROWS = BR×HG query rows (BR consecutive positions of HG
+// q-heads sharing one KV head; ROWS a multiple of CM_M) and runs W = NSG
+// subgroups of SG invocations. Per tile of BC keys:
+//   1. the mask tile (MASK) goes to shared memory as f32 log2 units; when
+//      no entry is live the tile is skipped (uniformly: a flag in shared);
+//   2. the K tile is staged as f16 [key][D+8] (keys past the range as 0);
+//   3. S = Q·Kᵀ: the ROWS x BC score fragments are spread over the
+//      subgroups, each summing D/CM_K products of a Q fragment (shQ,
+//      pre-scaled by scale·log2e and rounded to f16 once) and a K
+//      fragment, and stored transposed (f32 [key][row]) to shSO;
+//   4. the lanes own rows: LPR = W/ROWS lanes per row, each a strided
+//      share of its columns and of its head dims. They mask the scores,
+//      reduce the row max through shared memory (no subgroup operations:
+//      the emulation's virtual subgroups need not match the hardware's),
+//      and meanwhile the V tile replaces K in shKV;
+//   5. P = exp2(S - m) rounded to f16 into shP (the row sum l adds the
+//      rounded weights, so that O/l weighs with exactly what P·V used);
+//   6. PV = P·V as ROWS x D fragments over the subgroups, stored to shSO
+//      ([dim][row]), and each lane folds its dims in: O = O·alpha + PV,
+//      alpha = exp2(m_old - m_new), in f32 registers.
+// Barriers (barrier(), in uniform control flow: lavapipe treats subgroup
+// barriers as workgroup ones) separate the phases; six per tile.
+//
+// Shared memory (halves for f16): shQ ROWS(D+8), shKV BC(D+8), shP
+// ROWS(BC+8), shSO max(BC, D)(ROWS+4) floats, mtile BR(BC+1) floats with
+// MASK, and 2W floats of row partials. Row strides are multiples of 16
+// bytes, as the cooperative-matrix loads and stores want.
+//
+// The emulated build (COOPMAT_EMULATE) runs the same code with virtual
+// subgroups of SG invocations (coopmat.glsl), whatever the hardware's are.
+
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "flash_attn.glsl"
+
+// Fragment shape: the device's (coopmat.Choice), passed after
+// flash_attn.glsl's constants 0..10. D, BC and ROWS are multiples of it.
+layout(constant_id = 11) const uint CM_M = 16;
+layout(constant_id = 12) const uint CM_N = 16;
+layout(constant_id = 13) const uint CM_K = 16;
+const uint SGV = SG; // the emulation's virtual subgroup size
+#include "coopmat.glsl"
+
+const uint NSG = W / SG;                 // subgroups
+const uint ROWS = BR * HG;               // query rows
+const uint LPR = W / ROWS;               // lanes per row
+const uint NO = (D + LPR - 1) / LPR;     // head dims per lane
+const uint NS = (BC + LPR - 1) / LPR;    // tile columns per lane
+const uint DP = D + 8u;                  // shQ, shKV row stride (halves)
+const uint PP = BC + 8u;                 // shP row stride (halves)
+const uint SS = ROWS + 4u;               // shSO row stride (floats)
+const uint MS = BC + 1u;                 // mtile row stride (floats)
+const uint FM = ROWS / CM_M;             // fragments along the rows
+const uint FS = FM * (BC / CM_N);        // score fragments
+const uint FO = FM * (D / CM_N);         // output fragments
+const uint SOR = BC > D ? BC : D;        // rows of shSO
+
+shared float16_t shQ[ROWS * DP];
+shared float16_t shKV[BC * DP];
+shared float16_t shP[ROWS * PP];
+shared float shSO[SOR * SS];
+shared float mtile[MASK ? BR * MS : 1];
+shared float redm[W];
+shared float reds[W];
+shared uint mlive;
+
+// stage copies keys t..t+BC of K (or V) into shKV as f16, 8 values (one
+// 16-byte load) at a time; keys from ke on are zero (NaN rows of a cache
+// must not reach P·V, where 0·NaN would spread).
+void stage(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
+    const uint U = D / 8u;
+    for (uint it = lane; it < BC * U; it += W) {
+        const uint c = it / U, u = it % U;
+        uvec4 w = uvec4(0u);
+        if (t + c < ke) {
+            const uint e = (t + c) * kv_stride + kv_off + 8u * u;
+            w = v ? v4[e / 8u] : k4[e / 8u];
+        }
+        const uint o = c * DP + 8u * u;
+        const f16vec2 h0 = unpackFloat2x16(w.x), h1 = unpackFloat2x16(w.y);
+        const f16vec2 h2 = unpackFloat2x16(w.z), h3 = unpackFloat2x16(w.w);
+        shKV[o] = h0.x; shKV[o + 1u] = h0.y; shKV[o + 2u] = h1.x; shKV[o + 3u] = h1.y;
+        shKV[o + 4u] = h2.x; shKV[o + 5u] = h2.y; shKV[o + 6u] = h3.x; shKV[o + 7u] = h3.y;
+    }
+}
+
+void main() {
+    const uint lane = gl_LocalInvocationIndex;
+    const uint sg = CM_SUBGROUP;
+    const uint row = lane / LPR;      // the row this lane works on
+    const uint sub = lane % LPR;      // its place among the row's lanes
+    const uint qi = row % BR;
+    const uint hl = row / BR;
+
+    const uint group = pc.n_head / pc.n_kv_head;
+    const uint hgroups = group / HG;
+    const uint kvh = gl_WorkGroupID.y / hgroups;
+    const uint head0 = kvh * group + (gl_WorkGroupID.y % hgroups) * HG;
+    const uint q0 = gl_WorkGroupID.x * BR;
+    const uint qn = min(BR, pc.n_q - q0);
+    const uint qrow = q0 + min(qi, qn - 1u);
+
+    const uint pos = step_pos;
+    const uint last_key = pos + qrow;
+    const uint kv_stride = pc.n_kv_head * D;
+    const uint kv_off = kvh * D;
+    const uvec2 keys = key_range(pos, pos + q0 + qn);
+    const uint kb = keys.x;
+    const uint ke = keys.y;
+
+    // Q rows, scaled into log2 units and rounded to f16; rows past the
+    // batch are zero (they write nothing).
+    const float qscale = pc.scale * LOG2E;
+    for (uint e = lane; e < ROWS * D; e += W) {
+        const uint r = e / D, d = e % D;
+        float x = 0.0;
+        if (r % BR < qn) {
+            x = q_in[(q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d] * qscale;
+        }
+        shQ[r * DP + d] = float16_t(x);
+    }
+    if (lane == 0u) {
+        mlive = 0u;
+    }
+
+    float o[NO];
+    [[unroll]] for (uint j = 0u; j < NO; j++) {
+        o[j] = 0.0;
+    }
+    float m = NEG;
+    float l = 0.0;
+
+    uint tile = 0u;
+    for (uint t = kb; t < ke; t += BC) {
+        tile++;
+        barrier(); // the previous tile's readers of shared memory are done (and shQ is written)
+        if (MASK) {
+            bool live = false;
+            for (uint e = lane; e < BR * BC; e += W) {
+                const uint i = e / BC, c = e % BC;
+                const uint key = t + c, qq = q0 + i;
+                float mv = NEG;
+                if (i < qn && key < ke && key <= pos + qq) {
+                    mv = mask_log2(qq * pc.ctx + key);
+                }
+                mtile[i * MS + c] = mv;
+                live = live || mv > NEG_HALF;
+            }
+            if (live) {
+                mlive = tile; // every writer writes the same value
+            }
+            barrier();
+            if (mlive != tile) {
+                continue; // uniform: every lane read the same flag
+            }
+        }
+
+        stage(false, lane, t, ke, kv_stride, kv_off);
+        barrier(); // the K tile is written
+
+        // S = Q·Kᵀ, transposed into shSO: [key][row].
+        for (uint f = sg; f < FS; f += NSG) {
+            const uint mi = f % FM, nj = f / FM;
+            CM_DECL_C(acc, 1);
+            CM_ZERO(acc[0]);
+            for (uint kk = 0u; kk < D; kk += CM_K) {
+                CM_DECL_A(a, 1);
+                CM_DECL_B(b, 1);
+                CM_LOAD_A(a[0], shQ, mi * CM_M * DP + kk, DP);
+                CM_LOAD_BT(b[0], shKV, nj * CM_N * DP + kk, DP);
+                CM_MULADD(acc[0], a[0], b[0]);
+            }
+            CM_STORE_CT(acc[0], shSO, nj * CM_N * SS + mi * CM_M, SS);
+        }
+        barrier(); // the scores are written; K is no longer read
+
+        // Mask the lane's scores, and its partial row max; V replaces K.
+        float pmax = NEG;
+        [[unroll]] for (uint j = 0u; j < NS; j++) {
+            const uint c = sub + j * LPR;
+            if (c < BC) {
+                float s = shSO[c * SS + row];
+                if (MASK) {
+                    const float mv = mtile[qi * MS + c];
+                    s = mv > NEG_HALF ? s + mv : NEG;
+                } else {
+                    s = (t + c < ke && t + c <= last_key) ? s : NEG;
+                }
+                shSO[c * SS + row] = s;
+                pmax = max(pmax, s);
+            }
+        }
+        redm[lane] = pmax;
+        stage(true, lane, t, ke, kv_stride, kv_off);
+        barrier(); // the partial maxima and the V tile are written
+
+        // The row's new max, and the lane's weights into shP.
+        float tmax = NEG;
+        for (uint i = 0u; i < LPR; i++) {
+            tmax = max(tmax, redm[row * LPR + i]);
+        }
+        const float m_new = max(m, tmax);
+        // While every score so far is masked, m_new is NEG; subtracting 0
+        // instead keeps every weight exp2(NEG) = 0 rather than exp2(0) = 1.
+        const float m_use = m_new > NEG_HALF ? m_new : 0.0;
+        const float alpha = exp2(m - m_use);
+        m = m_new;
+        float psum = 0.0;
+        [[unroll]] for (uint j = 0u; j < NS; j++) {
+            const uint c = sub + j * LPR;
+            if (c < BC) {
+                const float16_t p = float16_t(exp2(shSO[c * SS + row] - m_use));
+                shP[row * PP + c] = p;
+                psum += float(p);
+            }
+        }
+        reds[lane] = psum;
+        barrier(); // P is written; the scores are no longer read
+
+        // PV = P·V into shSO: [dim][row].
+        for (uint f = sg; f < FO; f += NSG) {
+            const uint mi = f % FM, dj = f / FM;
+            CM_DECL_C(acc, 1);
+            CM_ZERO(acc[0]);
+            for (uint kk = 0u; kk < BC; kk += CM_K) {
+                CM_DECL_A(a, 1);
+                CM_DECL_B(b, 1);
+                CM_LOAD_A(a[0], shP, mi * CM_M * PP + kk, PP);
+                CM_LOAD_B(b[0], shKV, kk * DP + dj * CM_N, DP);
+                CM_MULADD(acc[0], a[0], b[0]);
+            }
+            CM_STORE_CT(acc[0], shSO, dj * CM_N * SS + mi * CM_M, SS);
+        }
+        barrier(); // PV and the partial sums are written
+
+        float tsum = 0.0;
+        for (uint i = 0u; i < LPR; i++) {
+            tsum += reds[row * LPR + i];
+        }
+        l = l * alpha + tsum;
+        [[unroll]] for (uint j = 0u; j < NO; j++) {
+            const uint d = sub + j * LPR;
+            if (d < D) {
+                o[j] = o[j] * alpha + shSO[d * SS + row];
+            }
+        }
+    }
+
+    if (qi >= qn) {
+        return;
+    }
+    const float f = l > 0.0 ? 1.0 / l : 0.0; // a fully masked row outputs 0
+    const uint obase = (qrow * pc.n_head + head0 + hl) * D;
+    [[unroll]] for (uint j = 0u; j < NO; j++) {
+        const uint d = sub + j * LPR;
+        if (d < D) {
+            o_out[obase + d] = o[j] * f;
+        }
+    }
+}

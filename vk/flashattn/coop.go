@@ -1,0 +1,199 @@
+package flashattn
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/coopmat"
+	"github.com/vkinfer/vkinfer/shaders"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// CoopPlan is the geometry of the cooperative-matrix prefill kernel
+// (shaders/glsl/flash_attn_coopmat.glsl): S = Q·Kᵀ and O += P·V on the
+// matrix units in fragments of Shape, the online softmax in f32 by lanes
+// that own query rows.
+type CoopPlan struct {
+	// Emulated runs flash_attn_coopmat_emu, the kernel built against
+	// coopmat.glsl's software emulation of the fragment operations: virtual
+	// subgroups of Subgroup invocations, whatever the hardware's.
+	Emulated bool
+	Shape    coopmat.Shape // fragment M x N x K
+	// Subgroup is the invocations per subgroup: the hardware subgroup size
+	// the pipeline requires, or the emulation's virtual one.
+	Subgroup  int
+	Subgroups int // per workgroup
+	HeadDim   int
+	Br        int // query positions per workgroup, a multiple of Shape.M
+	Heads     int // q-heads per workgroup, sharing one KV head
+	Bc        int // keys per tile
+	Mask      bool
+	// SharedBytes is the shared memory the kernel declares.
+	SharedBytes int
+}
+
+// Lanes is the workgroup size.
+func (p CoopPlan) Lanes() int { return p.Subgroups * p.Subgroup }
+
+// Rows is the query rows a workgroup owns: Br positions of Heads q-heads.
+func (p CoopPlan) Rows() int { return p.Br * p.Heads }
+
+// Shader is the kernel the plan runs.
+func (p CoopPlan) Shader() string {
+	if p.Emulated {
+		return "flash_attn_coopmat_emu"
+	}
+	return "flash_attn_coopmat"
+}
+
+// Workgroups is the dispatch grid for a shape: query blocks × head groups.
+func (p CoopPlan) Workgroups(sh Shape) (x, y, z int) {
+	return (sh.Queries + p.Br - 1) / p.Br, sh.KVHeads * (sh.Heads / sh.KVHeads / p.Heads), 1
+}
+
+func (p CoopPlan) String() string {
+	e := ""
+	if p.Emulated {
+		e = " emulated"
+	}
+	return fmt.Sprintf("coopmat%s %dx%dx%d: d=%d br=%d heads=%d bc=%d %d subgroups of %d, %d B shared",
+		e, p.Shape.M, p.Shape.N, p.Shape.K, p.HeadDim, p.Br, p.Heads, p.Bc, p.Subgroups, p.Subgroup, p.SharedBytes)
+}
+
+// coopShared is the shared memory of flash_attn_coopmat.glsl's arrays
+// for a geometry (keep in step with the shader's declarations).
+func coopShared(d, br, heads, bc, lanes int, mask bool) int {
+	rows := br * heads
+	n := rows*(d+8)*2 + bc*(d+8)*2 + rows*(bc+8)*2 // shQ, shKV, shP (f16)
+	n += max(bc, d) * (rows + 4) * 4               // shSO
+	if mask {
+		n += br * (bc + 1) * 4 // mtile
+	} else {
+		n += 4
+	}
+	return n + 2*lanes*4 + 4 // redm, reds, mlive
+}
+
+// CoopMinQueries is the least batch the cooperative-matrix kernel runs:
+// below it the scalar kernel's narrower tiles waste less.
+const CoopMinQueries = 16
+
+// coopBcs are the tile widths tried, widest first: the widest whose
+// shared memory fits the device.
+var coopBcs = []int{64, 32, 16}
+
+// CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
+// saying why Record runs the scalar kernel instead: the kernel is off
+// (Options.Coop and CoopEmulated), the batch is shorter than
+// CoopMinQueries, the head dim is not a multiple of the fragment shape,
+// or no tile fits the device's shared memory.
+func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
+	p := CoopPlan{Emulated: f.coopEmu, HeadDim: sh.HeadDim, Mask: sh.Mask, Heads: 1}
+	switch {
+	case f.coopEmu:
+		p.Shape, p.Subgroup = coopmat.Shape{M: 16, N: 16, K: 16}, coopEmuSubgroup
+		if f.coop.F16.M > 0 {
+			p.Shape = f.coop.F16
+		}
+	case f.coop.On():
+		p.Shape, p.Subgroup = f.coop.F16, f.coop.Subgroup
+		if p.Subgroup == 0 {
+			p.Subgroup = f.dev.SubgroupSize
+		}
+	default:
+		return p, fmt.Errorf("flashattn: cooperative matrices off (%s)", f.coop.Reason)
+	}
+	s := p.Shape
+	switch {
+	case s.M < 1 || s.N < 1 || s.K < 1:
+		return p, fmt.Errorf("flashattn: no f16 fragment shape (%v)", s)
+	case sh.Queries < CoopMinQueries:
+		return p, fmt.Errorf("flashattn: %d queries, the cooperative-matrix kernel takes %d or more", sh.Queries, CoopMinQueries)
+	case sh.HeadDim%s.N != 0 || sh.HeadDim%s.K != 0 || sh.HeadDim%8 != 0:
+		return p, fmt.Errorf("flashattn: head dim %d is not a multiple of the fragment's N %d and K %d", sh.HeadDim, s.N, s.K)
+	case sh.KVHeads < 1 || sh.Heads%sh.KVHeads != 0:
+		return p, fmt.Errorf("flashattn: %d heads over %d KV heads", sh.Heads, sh.KVHeads)
+	case !f.info.FP16:
+		return p, fmt.Errorf("flashattn: %s has no f16 arithmetic", f.info.Name)
+	}
+	p.Br = s.M * ((CoopMinQueries + s.M - 1) / s.M)
+	if h := f.coopHeads; h > 0 {
+		if (sh.Heads/sh.KVHeads)%h != 0 {
+			return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, sh.Heads/sh.KVHeads)
+		}
+		p.Heads = h
+	}
+	// Four subgroups, or more until every row has whole lanes.
+	p.Subgroups = 4
+	for p.Lanes() < p.Rows() || p.Lanes()%p.Rows() != 0 {
+		p.Subgroups *= 2
+	}
+	if p.Lanes() > f.info.MaxWorkgroupInvocations {
+		return p, fmt.Errorf("flashattn: %d lanes exceed the device's workgroup of %d", p.Lanes(), f.info.MaxWorkgroupInvocations)
+	}
+	bcs := coopBcs
+	if f.coopBc > 0 {
+		bcs = []int{f.coopBc}
+	}
+	for _, bc := range bcs {
+		if bc%s.N != 0 || bc%s.K != 0 {
+			continue
+		}
+		n := coopShared(sh.HeadDim, p.Br, p.Heads, bc, p.Lanes(), sh.Mask)
+		if n <= f.info.SharedMemory {
+			p.Bc, p.SharedBytes = bc, n
+			return p, nil
+		}
+	}
+	return p, fmt.Errorf("flashattn: no tile of %v keys fits the device's %d bytes of shared memory at head dim %d", bcs, f.info.SharedMemory, sh.HeadDim)
+}
+
+// coopEmuSubgroup is the emulation's virtual subgroup: lavapipe's 8-wide
+// subgroups.
+const coopEmuSubgroup = 8
+
+// coopSpec is the plan's pipeline: flash_attn.glsl's constants (row slots,
+// chunk, split and staging unused), then the fragment shape.
+func coopSpec(p CoopPlan) vk.PipelineSpec {
+	sg := p.Subgroup
+	if p.Emulated {
+		sg = 0
+	}
+	return vk.PipelineSpec{Name: p.Shader(), SPIRV: shaders.SPIRV(p.Shader()), Bindings: 7, PushSize: 20,
+		SubgroupSize: sg,
+		Spec: []uint32{uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Subgroup), uint32(p.Br), uint32(p.Heads),
+			uint32(p.Bc), 1, 8, b32(p.Mask), 0, 0, uint32(p.Shape.M), uint32(p.Shape.N), uint32(p.Shape.K)}}
+}
+
+// recordCoop records the cooperative-matrix kernel: one dispatch.
+func (f *FlashAttn) recordCoop(s *vk.Sequence, io IO, sh Shape, p CoopPlan) error {
+	gx, gy, gz := p.Workgroups(sh)
+	if lim := f.info.MaxWorkgroupCount; gx > int(lim[0]) || gy > int(lim[1]) {
+		return fmt.Errorf("flashattn: %d×%d×%d workgroups exceed the device's grid %v", gx, gy, gz, lim)
+	}
+	qBytes := 4 * int64(sh.Queries) * int64(sh.Heads*sh.HeadDim)
+	cache := 2 * int64(sh.Context) * int64(sh.KVHeads*sh.HeadDim)
+	for _, c := range []struct {
+		what string
+		b    vk.Binding
+		n    int64
+	}{{"q", io.Q, qBytes}, {"k", io.K, cache}, {"v", io.V, cache}, {"out", io.Out, qBytes}, {"step", io.Step, 4}} {
+		if err := need(c.what, c.b, c.n); err != nil {
+			return err
+		}
+	}
+	if sh.Mask {
+		if err := need("mask", io.Mask, (2*int64(sh.Queries)*int64(sh.Context)+3)&^3); err != nil {
+			return err
+		}
+	} else {
+		io.Mask = io.Q // declared, never read
+	}
+	pipe, err := f.pipeline(coopSpec(p))
+	if err != nil {
+		return err
+	}
+	s.Dispatch(pipe, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out},
+		vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale),
+		uint32(gx), uint32(gy), uint32(gz))
+	return nil
+}
