@@ -13,10 +13,10 @@ import (
 )
 
 // TestCoopMatchesCPU runs prefill batches through the cooperative-matrix
-// products (on their emulation where the device lacks the extension, as
-// lavapipe does) and compares the logits with the CPU engine's: weights
-// and activations rounded to f16, about 1e-3 of the largest logit on these
-// 64-wide models, as the f16 tiles of the scalar kernel measure.
+// products and flash attention, on their software emulation, and compares
+// the logits with the CPU engine's: weights, activations, Q and the softmax
+// weights rounded to f16, about 1e-3 of the largest logit on these 64-wide
+// models, as the f16 tiles of the scalar kernel measure.
 func TestCoopMatchesCPU(t *testing.T) {
 	paths := map[string]string{"llama-2-tiny-random": fixtures.Path(t, "llama-2-tiny-random.gguf")}
 	for _, c := range [][2]string{{"tiny", "q4_k_m"}, {"tiny-qwen2", "q8_0"}, {"tiny", "f16"}} {
@@ -37,7 +37,9 @@ func TestCoopMatchesCPU(t *testing.T) {
 				ref := cpu.New(0)
 				ref.F16KV = true
 				e := openWith(t, engine.Options{IntDot: f32.IntDot})
-				engine.EmulateCoop(e)
+				if err := engine.EmulateCoop(e); err != nil {
+					t.Fatal(err)
+				}
 				want, got := forward(t, f, ref, ub), forward(t, f, e, ub)
 				var worst, scale float64
 				for i := range want {

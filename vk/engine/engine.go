@@ -82,6 +82,7 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	}
 	k.CoopMat = cm
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
+	prefill.Coop = cm // decode keeps its scalar kernel: one query has no fragment to fill
 	fa, err := flashattn.New(dev, decode)
 	if err != nil {
 		k.Close()

@@ -1,6 +1,20 @@
 package engine
 
-// EmulateCoop makes e's prefill products run on the cooperative-matrix
-// kernel's software emulation (kernels.Kernels.CoopEmulated), so that the
-// engine's use of it is tested on devices without the extension.
-func EmulateCoop(e *Engine) { e.k.CoopEmulated = true }
+import "github.com/vkinfer/vkinfer/vk/flashattn"
+
+// EmulateCoop makes e's prefill products and prefill attention run on the
+// cooperative-matrix kernels' software emulation (kernels.Kernels.
+// CoopEmulated, flashattn.Options.CoopEmulated), so that the engine's use
+// of them is tested on devices without the extension.
+func EmulateCoop(e *Engine) error {
+	e.k.CoopEmulated = true
+	_, prefill := e.o.Tune.FlashAttn(e.o.Wave)
+	prefill.CoopEmulated = true
+	fa, err := flashattn.New(e.dev, prefill)
+	if err != nil {
+		return err
+	}
+	e.faPre.Close()
+	e.faPre = fa
+	return nil
+}
