@@ -19,6 +19,9 @@
 //   CM_LOAD_B(b, arr, off, stride)    b[k][n] = arr[off + k*stride + n]
 //   CM_MULADD(c, a, b)                c += a * b, products and sums in f32
 //   CM_STORE_CT(c, arr, off, stride)  arr[off + n*stride + m] = c[m][n]
+//   CM_LOAD_A4, CM_LOAD_BT4           CM_LOAD_A and CM_LOAD_BT from an array
+//                                     of f16vec4, off and stride counted in
+//                                     vec4s (so stores to it are 8 bytes wide)
 // Every invocation of a subgroup must reach them together, with the same
 // arguments; loads and stores of shared memory need the usual barriers.
 // CM_SUBGROUP is the subgroup's index in the workgroup.
@@ -50,6 +53,16 @@
 #define CM_LOAD_B(b, arr, off, stride)                          \
     for (uint cm_e = 0u; cm_e < CM_K * CM_N; cm_e++) {          \
         (b)[cm_e] = arr[(off) + (cm_e / CM_N) * (stride) + cm_e % CM_N]; \
+    }
+#define CM_LOAD_A4(a, arr, off, stride)                         \
+    for (uint cm_e = 0u; cm_e < CM_M * CM_K; cm_e++) {          \
+        uint cm_i = 4u * ((off) + (cm_e / CM_K) * (stride)) + cm_e % CM_K; \
+        (a)[cm_e] = arr[cm_i >> 2][cm_i & 3u];                  \
+    }
+#define CM_LOAD_BT4(b, arr, off, stride)                        \
+    for (uint cm_e = 0u; cm_e < CM_K * CM_N; cm_e++) {          \
+        uint cm_i = 4u * ((off) + (cm_e % CM_N) * (stride)) + cm_e / CM_N; \
+        (b)[cm_e] = arr[cm_i >> 2][cm_i & 3u];                  \
     }
 #define CM_MULADD(c, a, b)                                      \
     for (uint cm_m = 0u; cm_m < CM_M; cm_m++) {                 \
@@ -84,6 +97,10 @@
 #define CM_LOAD_A(a, arr, off, stride) coopMatLoad(a, arr, off, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_LOAD_BT(b, arr, off, stride) coopMatLoad(b, arr, off, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_LOAD_B(b, arr, off, stride) coopMatLoad(b, arr, off, stride, gl_CooperativeMatrixLayoutRowMajor)
+// An array of vectors is read as consecutive components, its offset and
+// stride counted in its own elements.
+#define CM_LOAD_A4(a, arr, off, stride) CM_LOAD_A(a, arr, off, stride)
+#define CM_LOAD_BT4(b, arr, off, stride) CM_LOAD_BT(b, arr, off, stride)
 #define CM_MULADD(c, a, b) c = coopMatMulAdd(a, b, c)
 #define CM_STORE_CT(c, arr, off, stride) coopMatStore(c, arr, off, stride, gl_CooperativeMatrixLayoutColumnMajor)
 

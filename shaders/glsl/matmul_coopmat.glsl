@@ -6,10 +6,12 @@
 //
 // A workgroup computes a BM x BN tile of dst (weight rows x activation
 // columns); each of its subgroups a WM x WN part of it, as (WM/CM_M) x
-// (WN/CM_N) accumulator fragments. K advances BK values at a time (whole
-// blocks: a 256-value superblock for K-quants), the weight tile decoded
-// once per step; the activations follow in chunks of KC values. Shared
-// rows are padded by 8 halves (16 bytes) against bank conflicts.
+// (WN/CM_N) accumulator fragments. K advances BK values at a time, the
+// weight tile decoded once per step; BK spans whole runs of dequant.glsl's
+// pieces (64 values of Q4_K/Q5_K, 128 of Q6_K, a block of the others), the
+// Go side checks. The activations follow in chunks of KC values. Both
+// stages are f16vec4 arrays, written 8 bytes at a time, their rows padded
+// by 8 halves (16 bytes) against bank conflicts.
 // The result leaves through a small shared stage, one fragment per
 // subgroup at a time, so that edge tiles need no special case and each
 // column gets its scale.
@@ -24,7 +26,7 @@ layout(constant_id = 2) const uint BM = 64;
 layout(constant_id = 3) const uint BN = 64;
 layout(constant_id = 4) const uint WM = 32;
 layout(constant_id = 5) const uint WN = 32;
-layout(constant_id = 6) const uint BK = 256;  // a multiple of the block size
+layout(constant_id = 6) const uint BK = 256;  // whole runs of pieces (above)
 layout(constant_id = 7) const uint KC = 64;   // divides BK; a multiple of CM_K and of 8
 layout(constant_id = 8) const uint CM_M = 16;
 layout(constant_id = 9) const uint CM_N = 16;
@@ -51,13 +53,13 @@ const uint FM = WM / CM_M;       // fragments per subgroup along M
 const uint FN = WN / CM_N;       // ... along N
 const uint SGM = BM / WM;        // subgroups along M
 const uint NSG = SGM * (BN / WN);
-const uint SA = BK + 8u;         // shA row stride, halves
-const uint SB = KC + 8u;         // shB row stride, halves
+const uint SA = BK / 4u + 2u;    // shA row stride, f16vec4s
+const uint SB = KC / 4u + 2u;    // shB row stride, f16vec4s
 const uint PA = BK / 16u;        // 16-value pieces per weight row of a tile
 const uint CF = CM_M * CM_N;     // values per accumulator fragment
 
-shared float16_t shA[BM * SA];
-shared float16_t shB[BN * SB];
+shared f16vec4 shA[BM * SA];
+shared f16vec4 shB[BN * SB];
 shared float shC[NSG * CF];
 
 // loadA decodes values k0..k0+BK of rows m0.. into shA: each invocation a
@@ -71,13 +73,9 @@ void loadA(uint m0, uint k0) {
         if (m0 + r < pc.M && k < pc.K) {
             dq_piece((m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, v);
         }
-        uint base = r * SA + blk * QK - k0;
+        uint base = 4u * r * SA + blk * QK - k0; // in halves; dq_off is a multiple of 4
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            uint o = base + dq_off(p, i);
-            shA[o] = float16_t(v[i].x);
-            shA[o + 1u] = float16_t(v[i].y);
-            shA[o + 2u] = float16_t(v[i].z);
-            shA[o + 3u] = float16_t(v[i].w);
+            shA[(base + dq_off(p, i)) / 4u] = f16vec4(v[i]);
         }
     }
 }
@@ -92,11 +90,9 @@ void loadB(uint n0, uint k) {
         if (n0 + n < pc.N && k + 8u * u < pc.K) {
             q = xh4[((n0 + n) * pc.K + k) / 8u + u];
         }
-        uint o = n * SB + 8u * u;
-        f16vec2 h0 = unpackFloat2x16(q.x), h1 = unpackFloat2x16(q.y);
-        f16vec2 h2 = unpackFloat2x16(q.z), h3 = unpackFloat2x16(q.w);
-        shB[o] = h0.x; shB[o + 1u] = h0.y; shB[o + 2u] = h1.x; shB[o + 3u] = h1.y;
-        shB[o + 4u] = h2.x; shB[o + 5u] = h2.y; shB[o + 6u] = h3.x; shB[o + 7u] = h3.y;
+        uint o = n * SB + 2u * u;
+        shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
+        shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
     }
 }
 
@@ -122,10 +118,10 @@ void main() {
                 CM_DECL_A(a, FM);
                 CM_DECL_B(b, FN);
                 [[unroll]] for (uint i = 0u; i < FM; i++) {
-                    CM_LOAD_A(a[i], shA, (am + i * CM_M) * SA + kc + kk, SA);
+                    CM_LOAD_A4(a[i], shA, (am + i * CM_M) * SA + (kc + kk) / 4u, SA);
                 }
                 [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    CM_LOAD_BT(b[j], shB, (an + j * CM_N) * SB + kk, SB);
+                    CM_LOAD_BT4(b[j], shB, (an + j * CM_N) * SB + kk / 4u, SB);
                 }
                 [[unroll]] for (uint i = 0u; i < FM; i++) {
                     [[unroll]] for (uint j = 0u; j < FN; j++) {

@@ -12,9 +12,8 @@ import (
 // (matmul_coopmat.glsl): a workgroup computes BM weight rows x BN
 // activation columns, each of its subgroups a WM x WN part of them as
 // fragments of the device's shape (k.CoopMat.F16). BK values of k are
-// decoded into shared memory per step (whole blocks of the weight type:
-// one 256-value superblock for K-quants), and the activations are staged
-// KC values at a time.
+// decoded into shared memory per step (whole runs of dequant.glsl's pieces,
+// kSpan), and the activations are staged KC values at a time.
 type CoopTile struct {
 	BM, BN, WM, WN, BK, KC int
 }
@@ -33,27 +32,37 @@ func (t CoopTile) SharedBytes(m, n int) int {
 	return 2*t.BM*(t.BK+8) + 2*t.BN*(t.KC+8) + 4*t.Subgroups()*m*n
 }
 
-// defaultCoopTiles in order of preference: the first that fits the
-// device's shared memory and workgroup size is the built-in one.
+// defaultCoopTiles in order of preference: the first that holds whole
+// runs of the weight type's pieces and fits the device's shared memory and
+// workgroup size is the built-in one. On the H200 (BenchmarkMatMulCoop,
+// docs/KERNELS.md) 128x128 tiles with 64x64 per subgroup and 64 values of k
+// per step ran fastest; Q6_K needs 128 per step.
 var defaultCoopTiles = []CoopTile{
-	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 256, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 128, KC: 32},
+	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
 	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 256, KC: 32},
+	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32},
+	{BM: 16, BN: 32, WM: 16, WN: 16, BK: 128, KC: 16},
 }
 
 // CoopTiles are the cooperative-matrix tiles that BenchmarkMatMulCoop
 // -sweep and infer tune try beyond the built-in one: wide tiles share each
 // decoded weight among more columns, tall ones each staged activation
-// among more rows.
+// among more rows, big subgroup parts each loaded fragment among more
+// products.
 var CoopTiles = []CoopTile{
-	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 256, KC: 64},
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
 	{BM: 64, BN: 128, WM: 64, WN: 32, BK: 256, KC: 32},
-	{BM: 32, BN: 128, WM: 32, WN: 32, BK: 256, KC: 64},
-	{BM: 32, BN: 256, WM: 32, WN: 64, BK: 256, KC: 32},
-	{BM: 32, BN: 256, WM: 16, WN: 128, BK: 256, KC: 32},
-	{BM: 64, BN: 64, WM: 16, WN: 32, BK: 256, KC: 64},
-	{BM: 64, BN: 128, WM: 32, WN: 32, BK: 256, KC: 32},
-	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 256, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 128, KC: 32},
+	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
+	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 64, KC: 64},
+	{BM: 64, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
+	{BM: 64, BN: 256, WM: 64, WN: 64, BK: 64, KC: 64},
+	{BM: 128, BN: 256, WM: 64, WN: 128, BK: 64, KC: 32},
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 256, BN: 64, WM: 64, WN: 64, BK: 64, KC: 64},
 }
 
 // HasCoop says whether the cooperative-matrix product takes weights of
@@ -79,16 +88,15 @@ func (k *Kernels) UseCoop(t quant.Type, n, K int) bool {
 
 func (k *Kernels) coopOn() bool { return k.CoopMat.On() || k.CoopEmulated }
 
-// CoopTileFor is the tile the engine uses: k.CoopTiled when set, else the
-// first built-in tile that fits the device.
-func (k *Kernels) CoopTileFor() CoopTile {
-	if k.CoopTiled.BM != 0 {
+// CoopTileFor is the tile the engine uses for weights of type t:
+// k.CoopTiled where it takes them, else the first built-in tile that does.
+func (k *Kernels) CoopTileFor(t quant.Type) CoopTile {
+	if k.CoopTiled.BM != 0 && k.CheckCoopTile(k.CoopTiled, t) == nil {
 		return k.CoopTiled
 	}
-	m, n, _ := k.coopShape()
-	for _, t := range defaultCoopTiles {
-		if t.SharedBytes(m, n) <= k.info.SharedMemory && t.Subgroups()*k.coopSubgroup() <= k.info.MaxWorkgroupInvocations {
-			return t
+	for _, tile := range defaultCoopTiles {
+		if k.CheckCoopTile(tile, t) == nil {
+			return tile
 		}
 	}
 	return defaultCoopTiles[len(defaultCoopTiles)-1]
@@ -203,8 +211,8 @@ func (k *Kernels) CheckCoopTile(tile CoopTile, t quant.Type) error {
 		return bad("subgroup parts must divide the tile")
 	case tile.WM%m != 0 || tile.WN%n != 0:
 		return bad(fmt.Sprintf("subgroup parts must be whole %dx%d fragments", m, n))
-	case tile.BK%kTileCoop(t) != 0:
-		return bad(fmt.Sprintf("K step must hold whole %s blocks of %d values", t, kTileCoop(t)))
+	case tile.BK%kSpan(t) != 0:
+		return bad(fmt.Sprintf("K step must hold whole runs of %d %s values", kSpan(t), t))
 	case tile.BK%tile.KC != 0 || tile.KC%kk != 0 || tile.KC%8 != 0:
 		return bad(fmt.Sprintf("the activation chunk must divide the K step and be a multiple of %d and of 8", kk))
 	}
@@ -217,10 +225,18 @@ func (k *Kernels) CheckCoopTile(tile CoopTile, t quant.Type) error {
 	return nil
 }
 
-// kTileCoop is the block a K step must hold whole: dequant.glsl's block
+// kSpan is the run of values a K step must hold whole: the values that
+// consecutive pieces of dequant.glsl cover together. A Q4_K/Q5_K piece
+// holds values of two 32-value halves of a 64-value chunk, a Q6_K piece
+// four 32-value quarters of a 128-value half; the other blocks are plain
 // (16 values for the float types).
-func kTileCoop(t quant.Type) int {
-	if isFloat(t) {
+func kSpan(t quant.Type) int {
+	switch {
+	case t == quant.Q4_K || t == quant.Q5_K:
+		return 64
+	case t == quant.Q6_K:
+		return 128
+	case isFloat(t):
 		return 16
 	}
 	return t.BlockSize()

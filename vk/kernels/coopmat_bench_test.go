@@ -34,7 +34,7 @@ func BenchmarkMatMulCoop(b *testing.B) {
 		}
 		ns = append(ns, n)
 	}
-	tiles := []CoopTile{kc.CoopTileFor()}
+	tiles := []CoopTile{kc.CoopTileFor(quant.Q4_K)}
 	if *sweep {
 		tiles = append(tiles, CoopTiles...)
 	}
