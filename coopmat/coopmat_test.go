@@ -123,6 +123,10 @@ var recorded = map[string]struct {
 	// f16 with f16 or f32 accumulators, 8-bit in every signedness, with
 	// and without saturation. Wave64, its default (rule 4).
 	"navi31-radv-null.json": {Shape{16, 16, 16}, Shape{16, 16, 16}, 64, "full subgroups of 64, its default size"},
+	// The H200 (driver 580.159.04): f16 fragments of 16x16x16, 16x8x16 and
+	// 16x8x8 with f16 or f32 accumulators, 8-bit ones of 16x16x32 and
+	// 16x8x32, bf16 16x16x16. Subgroups of 32, its only size.
+	"nvidia-h200.json": {Shape{16, 16, 16}, Shape{16, 16, 32}, 32, "full subgroups of 32, its default size"},
 }
 
 func TestRecordings(t *testing.T) {

@@ -170,7 +170,11 @@ void main() {
         barrier(); // the K tile is written
 
         // S = Q·Kᵀ, transposed into shSO: [key][row].
-        for (uint f = sg; f < FS; f += NSG) {
+        // Trip counts uniform across the workgroup: the fragment operations
+        // stay out of loops whose bounds depend on the subgroup.
+        for (uint f0 = 0u; f0 < FS; f0 += NSG) {
+            const uint f = min(f0 + sg, FS - 1u); // a spare subgroup redoes the last fragment
+            const bool own = f0 + sg < FS;
             const uint mi = f % FM, nj = f / FM;
             CM_DECL_C(acc, 1);
             CM_ZERO(acc[0]);
@@ -181,7 +185,9 @@ void main() {
                 CM_LOAD_BT(b[0], shKV, nj * CM_N * DP + kk, DP);
                 CM_MULADD(acc[0], a[0], b[0]);
             }
-            CM_STORE_CT(acc[0], shSO, nj * CM_N * SS + mi * CM_M, SS);
+            if (own) {
+                CM_STORE_CT(acc[0], shSO, nj * CM_N * SS + mi * CM_M, SS);
+            }
         }
         barrier(); // the scores are written; K is no longer read
 
@@ -229,7 +235,9 @@ void main() {
         barrier(); // P is written; the scores are no longer read
 
         // PV = P·V into shSO: [dim][row].
-        for (uint f = sg; f < FO; f += NSG) {
+        for (uint f0 = 0u; f0 < FO; f0 += NSG) {
+            const uint f = min(f0 + sg, FO - 1u);
+            const bool own = f0 + sg < FO;
             const uint mi = f % FM, dj = f / FM;
             CM_DECL_C(acc, 1);
             CM_ZERO(acc[0]);
@@ -240,7 +248,9 @@ void main() {
                 CM_LOAD_B(b[0], shKV, kk * DP + dj * CM_N, DP);
                 CM_MULADD(acc[0], a[0], b[0]);
             }
-            CM_STORE_CT(acc[0], shSO, dj * CM_N * SS + mi * CM_M, SS);
+            if (own) {
+                CM_STORE_CT(acc[0], shSO, dj * CM_N * SS + mi * CM_M, SS);
+            }
         }
         barrier(); // PV and the partial sums are written
 

@@ -35,11 +35,12 @@ func (t CoopTile) SharedBytes(m, n int) int {
 // defaultCoopTiles in order of preference: the first that holds whole
 // runs of the weight type's pieces and fits the device's shared memory and
 // workgroup size is the built-in one. On the H200 (BenchmarkMatMulCoop,
-// docs/KERNELS.md) 128x128 tiles with 64x64 per subgroup and 64 values of k
-// per step ran fastest; Q6_K needs 128 per step.
+// docs/KERNELS.md) 128x128 tiles of eight 64x32 subgroup parts with 64
+// values of k per step ran fastest; Q6_K needs 128 per step, and takes
+// half the columns to fit 48 KiB.
 var defaultCoopTiles = []CoopTile{
-	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
-	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 128, KC: 32},
+	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
+	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 128, KC: 32},
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
 	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 256, KC: 32},
 	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32},
@@ -52,17 +53,17 @@ var defaultCoopTiles = []CoopTile{
 // among more rows, big subgroup parts each loaded fragment among more
 // products.
 var CoopTiles = []CoopTile{
-	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
-	{BM: 64, BN: 128, WM: 64, WN: 32, BK: 256, KC: 32},
-	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
-	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 128, KC: 32},
 	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
-	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 64, KC: 64},
-	{BM: 64, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
-	{BM: 64, BN: 256, WM: 64, WN: 64, BK: 64, KC: 64},
-	{BM: 128, BN: 256, WM: 64, WN: 128, BK: 64, KC: 32},
+	{BM: 128, BN: 128, WM: 32, WN: 64, BK: 64, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 32},
+	{BM: 128, BN: 256, WM: 64, WN: 64, BK: 64, KC: 32},
+	{BM: 64, BN: 128, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 128, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 128, KC: 32},
+	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 128, KC: 32},
+	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
-	{BM: 256, BN: 64, WM: 64, WN: 64, BK: 64, KC: 64},
 }
 
 // HasCoop says whether the cooperative-matrix product takes weights of
@@ -95,6 +96,12 @@ func (k *Kernels) CoopTileFor(t quant.Type) CoopTile {
 		return k.CoopTiled
 	}
 	for _, tile := range defaultCoopTiles {
+		m, n, _ := k.coopShape()
+		// The emulation holds whole fragments per invocation: beyond 4 per
+		// subgroup a driver may refuse to build it (NVIDIA's did).
+		if k.CoopEmulated && (tile.WM/m)*(tile.WN/n) > 4 {
+			continue
+		}
 		if k.CheckCoopTile(tile, t) == nil {
 			return tile
 		}

@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkMatMulCoop times the cooperative-matrix product on the Llama-3-8B
-// FFN matrices (Q4_K) for -cols activation columns, on the device's matrix
+// FFN matrices (Q4_K, and the down projection in Q6_K as Q4_K_M stores half
+// of them) for -cols activation columns, on the device's matrix
 // units with the policy's fragment shape, with the built-in tile (-sweep:
 // and CoopTiles); the f16 rounding of the activations (QuantizeF16) is not
 // included.
@@ -34,13 +35,22 @@ func BenchmarkMatMulCoop(b *testing.B) {
 		}
 		ns = append(ns, n)
 	}
-	tiles := []CoopTile{kc.CoopTileFor(quant.Q4_K)}
-	if *sweep {
-		tiles = append(tiles, CoopTiles...)
+	type matrix struct {
+		t       quant.Type
+		rows, K int
 	}
+	var matrices []matrix
 	for _, dims := range benchShapes {
-		rows, K := dims[0], dims[1]
-		mats := benchMatrices(b, quant.Q4_K, rows, K, 0)
+		matrices = append(matrices, matrix{quant.Q4_K, dims[0], dims[1]})
+	}
+	matrices = append(matrices, matrix{quant.Q6_K, 4096, 14336})
+	for _, mat := range matrices {
+		qt, rows, K := mat.t, mat.rows, mat.K
+		tiles := []CoopTile{kc.CoopTileFor(qt)}
+		if *sweep {
+			tiles = append(tiles, CoopTiles...)
+		}
+		mats := benchMatrices(b, qt, rows, K, 0)
 		n := slices.Max(ns)
 		xh, err := benchDev.NewBuffer(F16Bytes(n, K), false)
 		if err != nil {
@@ -52,16 +62,16 @@ func BenchmarkMatMulCoop(b *testing.B) {
 		}
 		for _, n := range ns {
 			for _, tile := range tiles {
-				if err := kc.CheckCoopTile(tile, quant.Q4_K); err != nil {
+				if err := kc.CheckCoopTile(tile, qt); err != nil {
 					b.Logf("%v: %v", tile, err)
 					continue
 				}
-				b.Run(fmt.Sprintf("%dx%d/n%d/%v", rows, K, n, tile), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%dx%d/%s/n%d/%v", rows, K, qt, n, tile), func(b *testing.B) {
 					s := benchDev.NewSequence()
 					defer s.Free()
 					for i := range mats {
 						xb := vk.Binding{Buf: xh, Size: F16Bytes(n, K)}
-						if err := kc.MatMulCoop(s, whole(dst), whole(mats[i]), xb, quant.Q4_K, n, rows, K, tile); err != nil {
+						if err := kc.MatMulCoop(s, whole(dst), whole(mats[i]), xb, qt, n, rows, K, tile); err != nil {
 							b.Fatal(err)
 						}
 						s.Barrier()
