@@ -57,6 +57,8 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 				note = "**winner**"
 			case c.Status == StatusParity:
 				note = "FAILED parity"
+			case c.Fallback:
+				note = "not run: " + c.Status + "; the engine runs the default here, whose time the choice counts"
 			case !c.OK():
 				note = "not run: " + c.Status
 			}

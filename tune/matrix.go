@@ -13,8 +13,8 @@ import (
 )
 
 // recordFunc records one matrix product dst[n][rows] = x[n][K] . W^T; x
-// holds the activations in the layout the kernel reads (f32, or q8 for
-// the _q8 kernels).
+// holds the activations in the layout the kernel reads (f32, q8 for the
+// _q8 kernels, f16 for matmul_coopmat: activationsOf).
 type recordFunc func(k *kernels.Kernels, s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error
 
 // matVariant is one geometry of a matrix kernel.
@@ -27,6 +27,51 @@ type matVariant struct {
 	// on names what the variant runs as on a matrix, for variants whose
 	// geometry the matrix decides (matvec_q8's lanes 0); nil for the rest.
 	on func(mat Matrix) string
+	// takes, where set, says whether the variant takes a matrix; where it
+	// does not, the cell is not run and marked Fallback: the engine runs
+	// the built-in default there instead (matmul_coopmat's tiles, whose K
+	// step must hold whole runs of the weight type's pieces).
+	takes func(mat Matrix) error
+	// f16All says that every weight type reaches the products as f16
+	// (matmul_coopmat dequantizes into f16 fragments), where f16 rounds
+	// only the quantized types: see weightsF16.
+	f16All bool
+}
+
+// weightsF16 reports whether v's weights of type t reach the products
+// rounded to f16, which widens the parity bound (dotBound). f16 tiles of
+// the f32 kernel round the dequantized values of quantized types (float
+// types they keep). matmul_coopmat rounds every type into f16 but F16
+// itself, which is exact: a quantized value (a scale times a small
+// integer, less a min) has more significant bits than f16 holds; BF16
+// converts exactly while within f16's normal range, but its wider
+// exponent range is not (magnitudes below 2^-14 lose bits as f16
+// subnormals, beyond 65504 overflow), so it takes the f16 allowance too.
+func (v matVariant) weightsF16(t quant.Type) bool {
+	if v.f16All {
+		return t != quant.F16
+	}
+	return v.f16 && t.BlockSize() > 1
+}
+
+// activations is the layout a matrix kernel reads its activations in.
+type activations int
+
+const (
+	actF32 activations = iota
+	actQ8              // kernels.QuantizeQ8's: the _q8 kernels
+	actF16             // kernels.QuantizeF16's: matmul_coopmat
+)
+
+// activationsOf is the layout kernel reads.
+func activationsOf(kernel string) activations {
+	switch {
+	case takesQ8(kernel):
+		return actQ8
+	case kernel == KernelMatMulCoop:
+		return actF16
+	}
+	return actF32
 }
 
 // The tiles the prefill sweep tries: the square 16x16 reference, the
@@ -248,7 +293,7 @@ func orDefault[T any](list, def []T) []T {
 // built-in geometry.
 func sweepGeometry[G comparable](sw *sweeper, m Model, r *Report, kernel string, n int, gs []G,
 	builtin func(*kernels.Kernels) G, variant func(k *kernels.Kernels, g, def G) matVariant) (g G, ok bool, err error) {
-	k := kernels.New(sw.dev)
+	k := sw.newKernels()
 	defer k.Close()
 	def := builtin(k)
 	gs = withDefault(gs, def)
@@ -294,7 +339,7 @@ const seedRows = 67
 type matrixCase struct {
 	mat     Matrix
 	n       int
-	x, dst  *vk.Buffer   // x in the layout the kernels read: f32 or q8
+	x, dst  *vk.Buffer   // x in the layout the kernels read: f32, q8 or f16
 	copies  []*vk.Buffer // more copies of w, read in turn (decode: defeats the cache)
 	cols    []int        // the activation columns parity checks
 	want    [][]float64  // [len(cols)][seedRows]
@@ -311,11 +356,12 @@ func (c *matrixCase) free() {
 }
 
 // newMatrixCase uploads a rows x K matrix of seedRows repeated random rows
-// (quantized with quant.Quantize), n random activation columns (with q8,
-// rounded to the q8 layout on the device), and copies of the matrix
-// filling minBytes; and computes the reference products of the checked
-// columns in float64 from the dequantized rows.
-func (sw *sweeper) newMatrixCase(k *kernels.Kernels, mat Matrix, n int, minBytes int64, q8 bool) (c *matrixCase, err error) {
+// (quantized with quant.Quantize), n random activation columns (rounded on
+// the device to the q8 or f16 layout where act asks), and copies of the
+// matrix filling minBytes; and computes the reference products of the
+// checked columns in float64 from the dequantized rows and the activations
+// as the kernels read them.
+func (sw *sweeper) newMatrixCase(k *kernels.Kernels, mat Matrix, n int, minBytes int64, act activations) (c *matrixCase, err error) {
 	rng := rand.New(rand.NewPCG(uint64(mat.Rows), uint64(mat.K)))
 	rb, err := mat.Type.RowBytes(mat.K)
 	if err != nil {
@@ -377,10 +423,14 @@ func (sw *sweeper) newMatrixCase(k *kernels.Kernels, mat Matrix, n int, minBytes
 	if err := c.x.WriteF32(0, x); err != nil {
 		return nil, err
 	}
-	if q8 {
-		if x, err = c.toQ8(sw.dev, k); err != nil {
-			return nil, err
-		}
+	switch act {
+	case actQ8:
+		x, err = c.toQ8(sw.dev, k)
+	case actF16:
+		x, err = c.toF16(sw.dev, k)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if c.dst, err = sw.dev.NewBuffer(4*int64(n)*int64(mat.Rows), false); err != nil {
 		return nil, err
@@ -408,14 +458,55 @@ func (sw *sweeper) newMatrixCase(k *kernels.Kernels, mat Matrix, n int, minBytes
 // rounding itself is kernels.TestQuantizeQ8's to check.
 func (c *matrixCase) toQ8(d *vk.Device, k *kernels.Kernels) ([]float32, error) {
 	n, K := c.n, c.mat.K
-	xq, err := d.NewBuffer(kernels.Q8Bytes(n, K), false)
+	raw, err := c.round(d, kernels.Q8Bytes(n, K), func(s *vk.Sequence, dst, x vk.Binding) error {
+		return k.QuantizeQ8(s, dst, x, n, K)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return kernels.DecodeQ8(raw, n, K)
+}
+
+// toF16 is toQ8 for matmul_coopmat: it rounds the activations to f16 rows
+// with a power-of-two scale each (kernels.QuantizeF16) and returns the
+// rounded values, f16 times the row's scale, which the reference then
+// multiplies exactly. Like q8's, the rounding is the engine's and not the
+// tile's (kernels.TestQuantizeF16 checks it), so the bound needs no
+// allowance for f16 activations: only the weights' f16 rounding widens it
+// (matVariant.weightsF16).
+func (c *matrixCase) toF16(d *vk.Device, k *kernels.Kernels) ([]float32, error) {
+	n, K := c.n, c.mat.K
+	raw, err := c.round(d, kernels.F16Bytes(n, K), func(s *vk.Sequence, dst, x vk.Binding) error {
+		return k.QuantizeF16(s, dst, x, n, K)
+	})
+	if err != nil {
+		return nil, err
+	}
+	x := make([]float32, n*K)
+	if err := quant.Dequantize(quant.F16, raw[:2*n*K], x); err != nil {
+		return nil, err
+	}
+	for j := range n {
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(raw[2*n*K+4*j:]))
+		for i := range K {
+			x[j*K+i] *= scale // a power of two: exact
+		}
+	}
+	return x, nil
+}
+
+// round runs rec, which rounds the case's f32 activations into a buffer
+// of size bytes, makes that buffer the input the kernels read, and returns
+// its contents.
+func (c *matrixCase) round(d *vk.Device, size int64, rec func(s *vk.Sequence, dst, x vk.Binding) error) ([]byte, error) {
+	xr, err := d.NewBuffer(size, false)
 	if err != nil {
 		return nil, err
 	}
 	s := d.NewSequence()
 	defer s.Free()
-	raw := make([]byte, xq.Size())
-	err = k.QuantizeQ8(s, vk.Binding{Buf: xq}, vk.Binding{Buf: c.x}, n, K)
+	raw := make([]byte, xr.Size())
+	err = rec(s, vk.Binding{Buf: xr}, vk.Binding{Buf: c.x})
 	if err == nil {
 		err = s.End()
 	}
@@ -423,15 +514,15 @@ func (c *matrixCase) toQ8(d *vk.Device, k *kernels.Kernels) ([]float32, error) {
 		err = s.Run()
 	}
 	if err == nil {
-		err = xq.Read(0, raw)
+		err = xr.Read(0, raw)
 	}
 	if err != nil {
-		xq.Free()
+		xr.Free()
 		return nil, fmt.Errorf("quantizing the activations: %w", err)
 	}
 	c.x.Free()
-	c.x = xq
-	return kernels.DecodeQ8(raw, n, K)
+	c.x = xr
+	return raw, nil
 }
 
 // checkedColumns are the activation columns parity reads: all of a small
@@ -506,11 +597,16 @@ func dotBound(K int, f16, x16 bool) float64 {
 // columns and returns one table per matrix.
 func (sw *sweeper) matrices(k *kernels.Kernels, m Model, kernel string, n int, vs []matVariant) ([]Table, error) {
 	var tables []Table
-	q8 := takesQ8(kernel)
+	act := activationsOf(kernel)
 	for _, mat := range m.Matrices {
-		if q8 && !kernels.HasQ8(mat.Type) {
+		if act == actQ8 && !kernels.HasQ8(mat.Type) || act == actF16 && !kernels.HasCoop(mat.Type) {
 			// The engine multiplies these with f32 activations anyway.
 			sw.note("%s: %v %v left out: the kernel takes no %s weights", kernel, mat, mat.Names, mat.Type)
+			continue
+		}
+		if act == actF16 && mat.K%8 != 0 {
+			// Likewise (kernels.UseCoop).
+			sw.note("%s: %v %v left out: the kernel takes rows of a multiple of 8 values", kernel, mat, mat.Names)
 			continue
 		}
 		// Decode reads each weight once per token: to measure memory and
@@ -522,7 +618,7 @@ func (sw *sweeper) matrices(k *kernels.Kernels, m Model, kernel string, n int, v
 		if decodes(kernel) && !sw.o.Quick && sw.dev.Info().Type != "cpu" {
 			minBytes = 256 << 20
 		}
-		c, err := sw.newMatrixCase(k, mat, n, minBytes, q8)
+		c, err := sw.newMatrixCase(k, mat, n, minBytes, act)
 		if err != nil {
 			return nil, fmt.Errorf("tune: %s %v: %w", kernel, mat, err)
 		}
@@ -532,10 +628,17 @@ func (sw *sweeper) matrices(k *kernels.Kernels, m Model, kernel string, n int, v
 			t.Unit, work = "GB/s", float64(mat.Rows)*float64(c.rowSize)
 		}
 		for _, v := range vs {
-			cell := Cell{Variant: v.name, Ref: v.ref, Default: v.def,
-				Bound: dotBound(mat.K, v.f16 && mat.Type.BlockSize() > 1, v.x16)}
+			cell := Cell{Variant: v.name, Ref: v.ref, Default: v.def, Bound: dotBound(mat.K, v.weightsF16(mat.Type), v.x16)}
 			if v.on != nil {
 				cell.Variant += " (" + v.on(mat) + ")"
+			}
+			if v.takes != nil {
+				if err := v.takes(mat); err != nil {
+					cell.Status, cell.Fallback = err.Error(), true
+					sw.logCell(kernel, mat.String(), cell)
+					t.Cells = append(t.Cells, cell)
+					continue
+				}
 			}
 			err := sw.run(&cell, len(c.copies), c.poison, func(s *vk.Sequence) error {
 				for _, w := range c.copies {

@@ -1,6 +1,7 @@
 // Package tune measures kernel geometry on one device (the prefill matmul's
 // tile and the decode matrix-vector's shape, with f32 and with 8-bit
-// activations; flash attention's Br, Bc, wave, split-k, q-heads per
+// activations; the cooperative-matrix prefill product's tile; flash
+// attention's Br, Bc, wave, split-k, q-heads per
 // workgroup and staging), checks every measured variant against a CPU
 // reference, and keeps the winners as a profile that the Vulkan engine
 // applies at start-up.
@@ -42,10 +43,11 @@ const Format = 1
 
 // tunedShaders are the kernels whose geometry a profile holds; their SPIR-V
 // is part of the key, so rebuilt shaders make old measurements stale.
-// quantize_q8 is among them because the 8-bit kernels' parity and speed
-// depend on the layout it writes.
+// quantize_q8 and quantize_f16 are among them because the 8-bit and the
+// cooperative-matrix kernels' parity and speed depend on the layouts they
+// write.
 var tunedShaders = []string{"matmul", "matvec", "matmul_q8", "matvec_q8", "quantize_q8",
-	"flash_attn", "flash_attn_decode", "flash_attn_reduce"}
+	"matmul_coopmat", "quantize_f16", "flash_attn", "flash_attn_decode", "flash_attn_reduce"}
 
 // Build is the vkinfer build a profile belongs to: Version and a hash of
 // the tuned kernels' SPIR-V.
@@ -211,6 +213,9 @@ type Profile struct {
 	// with --int-dot on).
 	MatMulQ8 *MatMulQ8 `json:"matmul_q8,omitempty"`
 	MatVecQ8 *MatVec   `json:"matvec_q8,omitempty"`
+	// The cooperative-matrix prefill product, which the engine uses for
+	// prefill where the device's policy turns it on (kernels.UseCoop).
+	MatMulCoop *MatMulCoop `json:"matmul_coopmat,omitempty"`
 	// Decode (one query) and prefill attention are tuned apart: decode is
 	// bound by splitting the KV range, prefill by rows per workgroup.
 	Decode  *Attention `json:"decode_attention,omitempty"`
@@ -221,7 +226,8 @@ type Profile struct {
 }
 
 // ApplyKernels sets the shapes of k's matrix products (f32 and 8-bit
-// activations) that the profile holds; a nil profile changes nothing.
+// activations, cooperative matrices) that the profile holds; a nil
+// profile changes nothing.
 func (p *Profile) ApplyKernels(k *kernels.Kernels) {
 	if p == nil {
 		return
@@ -237,6 +243,9 @@ func (p *Profile) ApplyKernels(k *kernels.Kernels) {
 	}
 	if p.MatVecQ8 != nil {
 		k.MatVecQ8 = p.MatVecQ8.Shape()
+	}
+	if p.MatMulCoop != nil {
+		k.CoopTiled = p.MatMulCoop.Tile() // an empty section: zero, the built-in choice
 	}
 }
 
@@ -274,6 +283,9 @@ func (p *Profile) String() string {
 	}
 	if p.MatVecQ8 != nil {
 		parts = append(parts, "matvec_q8 "+p.MatVecQ8.Shape().String())
+	}
+	if p.MatMulCoop != nil {
+		parts = append(parts, "matmul_coopmat "+p.MatMulCoop.String())
 	}
 	for _, a := range []struct {
 		name string
@@ -354,6 +366,11 @@ func (p *Profile) validate(info vk.DeviceInfo) error {
 	}
 	if m := p.MatMulQ8; m != nil {
 		if err := checkQ8Tile(m.Tile(), info); err != nil {
+			return err
+		}
+	}
+	if m := p.MatMulCoop; m != nil {
+		if err := m.check(info); err != nil {
 			return err
 		}
 	}

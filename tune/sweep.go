@@ -9,23 +9,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
 // Kernel names, as --kernels takes them. The _q8 ones are the products on
 // 8-bit activations (integer dot products), which the engine runs instead
-// of the f32 ones for quantized weights on most GPUs (kernels.DefaultQ8).
+// of the f32 ones for quantized weights on most GPUs (kernels.DefaultQ8);
+// matmul_coopmat is the prefill product on cooperative matrices, which the
+// engine runs instead of both where the cooperative-matrix policy is on
+// (kernels.UseCoop).
 const (
-	KernelMatMul    = "matmul"
-	KernelMatVec    = "matvec"
-	KernelMatMulQ8  = "matmul_q8"
-	KernelMatVecQ8  = "matvec_q8"
-	KernelAttention = "attention"
+	KernelMatMul     = "matmul"
+	KernelMatVec     = "matvec"
+	KernelMatMulQ8   = "matmul_q8"
+	KernelMatVecQ8   = "matvec_q8"
+	KernelMatMulCoop = "matmul_coopmat"
+	KernelAttention  = "attention"
 )
 
 // Kernels lists the kernels a sweep can measure.
-var Kernels = []string{KernelMatMul, KernelMatVec, KernelMatMulQ8, KernelMatVecQ8, KernelAttention}
+var Kernels = []string{KernelMatMul, KernelMatVec, KernelMatMulQ8, KernelMatVecQ8, KernelMatMulCoop, KernelAttention}
 
 // takesQ8 reports whether kernel reads its activations in the q8 layout
 // (kernels.QuantizeQ8); only devices with integer dot products run it.
@@ -51,6 +56,9 @@ type Options struct {
 	MatVecs   []kernels.MatVecShape
 	TilesQ8   []kernels.Tile        // of matmul_q8: BM, BN, TM, TN and KB count
 	MatVecsQ8 []kernels.MatVecShape // of matvec_q8: Lanes 0 is sized per matrix
+	// TilesCoop are matmul_coopmat's tiles; the zero tile is the built-in
+	// choice, a tile per weight type (kernels.CoopTileFor).
+	TilesCoop []kernels.CoopTile
 	Decode    []Attention
 	Prefill   []Attention
 	// Problem sizes; zero takes the defaults.
@@ -59,10 +67,13 @@ type Options struct {
 	Queries int   // prefill attention queries (default 512)
 
 	// Tests plant deliberately wrong kernels here, by kernel name, to show
-	// that parity rejects them; and pretend that the device lacks integer
-	// dot products.
+	// that parity rejects them; pretend that the device lacks integer dot
+	// products; and run matmul_coopmat on its software emulation
+	// (kernels.Kernels.CoopEmulated) on devices whose cooperative-matrix
+	// policy is off (lavapipe), which the engine never does.
 	extra        map[string][]matVariant
 	noIntegerDot bool
+	coopEmulated bool
 }
 
 // Cell is one measured variant of one kernel on one shape.
@@ -77,6 +88,11 @@ type Cell struct {
 	Bound   float64 `json:"bound"`               // ... must stay within this
 	Status  string  `json:"status"`              // ok, parity, or why it could not run
 	Winner  bool    `json:"winner,omitempty"`    // fastest ok cell of its table
+	// Fallback marks a cell not run because the variant does not take
+	// the shape's weights, where the engine runs the built-in default
+	// instead (a matmul_coopmat tile whose K step holds no whole run of
+	// the type's pieces): the choice counts the default's time here.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // Cell statuses besides an error message.
@@ -120,7 +136,22 @@ type sweeper struct {
 	o     Options
 	timed bool     // the device writes timestamps
 	notes []string // for Report.Notes
+	// coop is the device's cooperative-matrix policy (coopmat.Choose), as
+	// the engine takes it by default; off but for its Reason where it is
+	// off.
+	coop coopmat.Choice
 }
+
+// newKernels returns Kernels for a sweep: the built-in shapes, with the
+// device's cooperative-matrix choice (or the emulation tests ask for).
+func (sw *sweeper) newKernels() *kernels.Kernels {
+	k := kernels.New(sw.dev)
+	k.CoopMat, k.CoopEmulated = sw.coop, sw.o.coopEmulated
+	return k
+}
+
+// coopOn reports whether the device runs matmul_coopmat at all.
+func (sw *sweeper) coopOn() bool { return sw.coop.On() || sw.o.coopEmulated }
 
 // note records a line for the report's notes and logs it.
 func (sw *sweeper) note(format string, args ...any) {
@@ -154,7 +185,10 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 		m = m.Capped(256, 512)
 	}
 	info := dev.Info()
-	sw := &sweeper{dev: dev, o: o, timed: info.TimestampValid}
+	sw := &sweeper{dev: dev, o: o, timed: info.TimestampValid, coop: coopmat.Choose(kernels.CoopDevice(info))}
+	if !sw.coop.On() {
+		sw.coop = coopmat.Choice{Reason: sw.coop.Reason}
+	}
 	dev.SetProfiling(sw.timed)
 	defer dev.SetProfiling(false)
 	r := &Report{Device: info.Name, Driver: info.Driver, Reps: o.Reps, Model: m.Name, Timer: "gpu timestamps"}
@@ -173,6 +207,11 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 			sw.note("%s not run: %s lacks integer dot products (shaderIntegerDotProduct)", k, info.Name)
 			continue
 		}
+		if k == KernelMatMulCoop && !sw.coopOn() {
+			// Likewise: the engine keeps the scalar kernels there.
+			sw.note("%s not run: %s %s", k, info.Name, sw.coop.Reason)
+			continue
+		}
 		var err error
 		switch k {
 		case KernelMatMul:
@@ -183,6 +222,8 @@ func Sweep(dev *vk.Device, m Model, o Options) (*Report, error) {
 			err = sw.matmulQ8(m, r, p)
 		case KernelMatVecQ8:
 			err = sw.matvecQ8(m, r, p)
+		case KernelMatMulCoop:
+			err = sw.matmulCoop(m, r, p)
 		case KernelAttention:
 			err = sw.attention(m, r, p)
 		}
@@ -294,23 +335,33 @@ func (t *Table) finish(work float64) {
 
 // choose returns the index (into each table's cells, which list the same
 // variants in the same order) of the variant with the least weighted time
-// over tables, among those that passed on every table; -1 if none did.
+// over tables, among those that passed on every table; -1 if none did. A
+// Fallback cell counts as its table's default cell, which the engine runs
+// there instead, but a variant must have run somewhere itself: one that
+// falls back everywhere is the default under another name.
 func choose(tables []Table) int {
 	if len(tables) == 0 {
 		return -1
 	}
 	best, bestT := -1, math.Inf(1)
 	for i := range tables[0].Cells {
-		total := 0.0
+		total, ran := 0.0, false
 		for _, t := range tables {
 			c := t.Cells[i]
+			if c.Fallback {
+				if d := slices.IndexFunc(t.Cells, func(c Cell) bool { return c.Default }); d >= 0 {
+					c = t.Cells[d]
+				}
+			} else {
+				ran = ran || c.OK()
+			}
 			if !c.OK() {
 				total = math.Inf(1)
 				break
 			}
 			total += float64(t.Weight) * c.Millis
 		}
-		if total < bestT {
+		if ran && total < bestT {
 			best, bestT = i, total
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vkinfer/vkinfer/attention"
+	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
@@ -422,12 +423,13 @@ func TestProfileLookup(t *testing.T) {
 		t.Fatalf("empty cache: %v, %q", p, warn)
 	}
 	good := Profile{Format: Format, Key: KeyOf(info), Model: "test",
-		MatMul:   &MatMul{BM: 8, BN: 32, TM: 1, TN: 2, X16: true, KB: 16},
-		MatVec:   &MatVec{Lanes: 32, Rows: 3, Unroll: 1},
-		MatMulQ8: &MatMulQ8{BM: 16, BN: 64, TM: 2, TN: 8, KB: 32},
-		MatVecQ8: &MatVec{Rows: 2, Unroll: 2}, // lanes sized per matrix
-		Decode:   &Attention{Bc: 16, Splits: 2, Heads: 1},
-		Prefill:  &Attention{Br: 8, Heads: 2, Stage: StageOff}}
+		MatMul:     &MatMul{BM: 8, BN: 32, TM: 1, TN: 2, X16: true, KB: 16},
+		MatVec:     &MatVec{Lanes: 32, Rows: 3, Unroll: 1},
+		MatMulQ8:   &MatMulQ8{BM: 16, BN: 64, TM: 2, TN: 8, KB: 32},
+		MatVecQ8:   &MatVec{Rows: 2, Unroll: 2}, // lanes sized per matrix
+		Decode:     &Attention{Bc: 16, Splits: 2, Heads: 1},
+		Prefill:    &Attention{Br: 8, Heads: 2, Stage: StageOff},
+		MatMulCoop: &MatMulCoop{BM: 32, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32}}
 	path, err := DefaultPath(info)
 	if err != nil {
 		t.Fatal(err)
@@ -447,10 +449,11 @@ func TestProfileLookup(t *testing.T) {
 	defer k.Close()
 	p.ApplyKernels(k)
 	if k.Tile != good.MatMul.Tile() || k.MatVec != good.MatVec.Shape() ||
-		k.TileQ8 != good.MatMulQ8.Tile() || k.MatVecQ8 != good.MatVecQ8.Shape() {
-		t.Errorf("applied: tile %v matvec %v matmul_q8 %v matvec_q8 %v", k.Tile, k.MatVec, k.TileQ8, k.MatVecQ8)
+		k.TileQ8 != good.MatMulQ8.Tile() || k.MatVecQ8 != good.MatVecQ8.Shape() || k.CoopTiled != good.MatMulCoop.Tile() {
+		t.Errorf("applied: tile %v matvec %v matmul_q8 %v matvec_q8 %v matmul_coopmat %v", k.Tile, k.MatVec, k.TileQ8, k.MatVecQ8, k.CoopTiled)
 	}
-	if s := p.String(); !strings.Contains(s, "matmul_q8 16x64/2x8/k32") || !strings.Contains(s, "matvec_q8 autol2r2u") {
+	if s := p.String(); !strings.Contains(s, "matmul_q8 16x64/2x8/k32") || !strings.Contains(s, "matvec_q8 autol2r2u") ||
+		!strings.Contains(s, "matmul_coopmat 32x64/32x32/k128/c32") {
 		t.Errorf("profile described as %q", s)
 	}
 	dec, pre := p.FlashAttn(0)
@@ -494,6 +497,9 @@ func TestProfileLookup(t *testing.T) {
 	bad("matvec lanes", "matvec shape", func(p *Profile) { p.MatVec = &MatVec{Rows: 1, Unroll: 1} }) // only matvec_q8 sizes by the matrix
 	bad("q8 lanes", "matvec_q8 shape", func(p *Profile) { p.MatVecQ8 = &MatVec{Lanes: -32, Rows: 1, Unroll: 1} })
 	bad("q8 rows", "matvec_q8 shape", func(p *Profile) { p.MatVecQ8 = &MatVec{Rows: 0, Unroll: 1} })
+	bad("coop parts", "subgroup parts", func(p *Profile) { p.MatMulCoop = &MatMulCoop{BM: 32, BN: 32, WM: 24, WN: 16, BK: 64, KC: 32} })
+	bad("coop chunk", "activation chunk", func(p *Profile) { p.MatMulCoop = &MatMulCoop{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 12} })
+	bad("coop size", "positive", func(p *Profile) { p.MatMulCoop = &MatMulCoop{BM: 32} })
 	// The attention sections too are replaced whole.
 	bad("stage word", `stage "maybe"`, func(p *Profile) { p.Prefill = &Attention{Stage: "maybe"} })
 	bad("decode stage", "never stages", func(p *Profile) { p.Decode = &Attention{Stage: StageOn} })
@@ -572,10 +578,252 @@ func TestCaseErrors(t *testing.T) {
 	sw := &sweeper{dev: d, o: Options{Reps: 1, Log: io.Discard}}
 	k := kernels.New(d)
 	defer k.Close()
-	if c, err := sw.newMatrixCase(k, Matrix{Rows: 3, K: 48, Type: quant.F32}, 2, 0, true); err == nil || !strings.Contains(err.Error(), "quantizing") {
+	if c, err := sw.newMatrixCase(k, Matrix{Rows: 3, K: 48, Type: quant.F32}, 2, 0, actQ8); err == nil || !strings.Contains(err.Error(), "quantizing") {
 		t.Errorf("q8 activations of K 48: %v, %v", c, err)
 	}
 	if c, err := sw.newAttnCase(tiny, 9, 5); err == nil {
 		t.Errorf("9 queries at KV 5: %v, %v", c, err)
+	}
+}
+
+// coopModel has weights of each kind matmul_coopmat meets: Q4_K, whose
+// pieces run over 64 values of K, Q6_K over 128, F16, which it takes
+// exactly, and F32 and rows of K not a multiple of 8, which it does not
+// take at all.
+var coopModel = Model{Name: "coop", Matrices: []Matrix{
+	tiny.Matrices[0],
+	{Rows: 21, K: 512, Type: quant.Q6_K, Count: 2, Names: []string{"q6"}},
+	{Rows: 19, K: 64, Type: quant.F16, Count: 2, Names: []string{"f"}},
+	{Rows: 5, K: 64, Type: quant.F32, Count: 1, Names: []string{"f32"}},
+	{Rows: 3, K: 36, Type: quant.BF16, Count: 1, Names: []string{"odd"}},
+}}
+
+// wrongCoop is matmul_coopmat at its built-in tile reading rows of the
+// wrong length.
+var wrongCoop = matVariant{name: "wrong K", f16All: true, rec: func(k *kernels.Kernels, s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int) error {
+	return k.MatMulCoop(s, dst, w, xh, t, n, rows, shortK(t, K), k.CoopTileFor(t))
+}}
+
+// TestSweepCoopMat runs the matmul_coopmat sweep on the software emulation
+// (lavapipe has no cooperative matrices): its activations are rounded to
+// f16 on the device and its reference uses them, so honest tiles pass
+// within the f32 bound plus the weights' f16 rounding (none for F16); the
+// planted wrong kernels fail; a tile whose K step of 64 does not take Q6_K
+// falls back there to the built-in tile, as the engine would, and one the
+// device cannot run falls back everywhere and is never chosen; weights it
+// does not take are left out with a note.
+func TestSweepCoopMat(t *testing.T) {
+	d := open(t)
+	k64 := kernels.CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 32}
+	k128 := kernels.CoopTile{BM: 32, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32}
+	partial := kernels.CoopTile{BM: 24, BN: 16, WM: 24, WN: 16, BK: 64, KC: 16} // not whole 16x16 fragments
+	o := Options{Reps: 1, Kernels: []string{KernelMatMulCoop}, TilesCoop: []kernels.CoopTile{k64, k128, partial}, Columns: 9,
+		coopEmulated: true, extra: map[string][]matVariant{KernelMatMulCoop: {wrongCoop, silent}}}
+	var log bytes.Buffer
+	o.Log = &log
+	r, err := Sweep(d, coopModel, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kernels.New(d)
+	defer k.Close()
+	k.CoopEmulated = true
+	if len(r.Tables) != 3 {
+		t.Fatalf("%d tables, want Q4_K, Q6_K and F16", len(r.Tables))
+	}
+	for _, tb := range r.Tables {
+		mat := coopModel.Matrices[slices.IndexFunc(coopModel.Matrices, func(m Matrix) bool { return strings.HasPrefix(tb.Shape, m.String()+" ") })]
+		bound := dotBound(mat.K, mat.Type != quant.F16, false)
+		winners := 0
+		for _, c := range tb.Cells {
+			planted := c.Variant == wrong.name || c.Variant == silent.name
+			fallback := c.Variant == partial.String() || c.Variant == k64.String() && mat.Type == quant.Q6_K
+			switch {
+			case c.Bound != bound && c.Variant != silent.name: // silent is not a coopmat variant
+				t.Errorf("%s %s: bound %g, want %g", tb.Shape, c.Variant, c.Bound, bound)
+			case planted && (c.Status != StatusParity || !(c.MaxErr > 10*c.Bound)):
+				t.Errorf("%s %s: planted wrong variant: %+v", tb.Shape, c.Variant, c)
+			case fallback && (!c.Fallback || c.OK() || c.Millis != 0):
+				t.Errorf("%s %s: want a fallback cell, not run: %+v", tb.Shape, c.Variant, c)
+			case !planted && !fallback && (c.Fallback || !c.OK() || c.Millis <= 0 || !(c.MaxErr <= c.Bound)):
+				t.Errorf("%s %s: %+v", tb.Shape, c.Variant, c)
+			}
+			if c.Default {
+				if want := fmt.Sprintf("%s (%v)", builtinCoop, k.CoopTileFor(mat.Type)); c.Variant != want || !c.Ref {
+					t.Errorf("%s: default cell %q (ref %v), want %q, the reference", tb.Shape, c.Variant, c.Ref, want)
+				}
+			}
+			if c.Winner {
+				winners++
+				if planted || fallback {
+					t.Errorf("%s: %s won", tb.Shape, c.Variant)
+				}
+			}
+		}
+		if winners != 1 {
+			t.Errorf("%s: %d winners", tb.Shape, winners)
+		}
+	}
+	for _, want := range []string{"matmul_coopmat: 5x64 F32 [f32] left out", "matmul_coopmat: 3x36 BF16 [odd] left out"} {
+		if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, want) }) {
+			t.Errorf("no note %q: %q", want, r.Notes)
+		}
+	}
+	p := r.Profile
+	if p.MatMulCoop == nil || len(r.Unchosen) > 0 {
+		t.Fatalf("profile %s, unchosen %v", p, r.Unchosen)
+	}
+	if tile := p.MatMulCoop.Tile(); tile != k64 && tile != k128 && tile != (kernels.CoopTile{}) {
+		t.Errorf("chosen matmul_coopmat tile %v: not a swept one that ran", tile)
+	}
+	var b bytes.Buffer
+	if err := r.Write(&b, "md"); err != nil {
+		t.Fatal(err)
+	}
+	if md := b.String(); !strings.Contains(md, "whole runs of 128 Q6_K values; the engine runs the default here") ||
+		!strings.Contains(md, "FAILED parity") || !strings.Contains(md, "matmul_coopmat ") {
+		t.Errorf("markdown lacks the fallback or failed cells or the choice:\n%s", md)
+	}
+}
+
+// TestSweepCoopMatQuick runs the quick matmul_coopmat sweep with its
+// default tiles on the emulation: every tile it lists runs somewhere,
+// passes parity wherever it runs, and differs from the built-in tile on
+// some matrix.
+func TestSweepCoopMatQuick(t *testing.T) {
+	d := open(t)
+	m := Model{Name: "q4 q6", Matrices: coopModel.Matrices[:2]}
+	r, err := Sweep(d, m, Options{Reps: 1, Quick: true, Kernels: []string{KernelMatMulCoop}, coopEmulated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 2 || r.Profile.MatMulCoop == nil || len(r.Unchosen) > 0 {
+		t.Fatalf("%d tables, profile %s, unchosen %v", len(r.Tables), r.Profile, r.Unchosen)
+	}
+	for i := range r.Tables[0].Cells {
+		ran := false
+		for _, tb := range r.Tables {
+			c := tb.Cells[i]
+			if !c.Fallback && (!c.OK() || !(c.MaxErr <= c.Bound)) {
+				t.Errorf("%s %s: %+v", tb.Shape, c.Variant, c)
+			}
+			ran = ran || c.OK()
+			if c.Fallback && c.Variant != quickCoopTiles[0].String() {
+				t.Errorf("%s %s fell back: %s", tb.Shape, c.Variant, c.Status)
+			}
+		}
+		if !ran {
+			t.Errorf("%s ran nowhere", r.Tables[0].Cells[i].Variant)
+		}
+	}
+	if n := len(r.Tables[0].Cells); n != len(quickCoopTiles)+1 {
+		t.Errorf("%d variants, want the %d quick tiles and the built-in", n, len(quickCoopTiles))
+	}
+}
+
+// TestSweepCoopMatOff checks that a device whose cooperative-matrix
+// policy is off (lavapipe) skips matmul_coopmat with a note saying why,
+// without tables or a profile section.
+func TestSweepCoopMatOff(t *testing.T) {
+	d := open(t)
+	if c := coopmat.Choose(kernels.CoopDevice(d.Info())); c.On() {
+		t.Skipf("%s runs cooperative matrices (%v)", d.Info().Name, c)
+	}
+	r, err := Sweep(d, tiny, Options{Reps: 1, Quick: true, Kernels: []string{KernelMatMulCoop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tables) != 0 || r.Profile.MatMulCoop != nil || len(r.Notes) != 1 ||
+		!strings.HasPrefix(r.Notes[0], "matmul_coopmat not run: "+d.Info().Name+" ") {
+		t.Errorf("%d tables, profile %s, notes %q", len(r.Tables), r.Profile, r.Notes)
+	}
+}
+
+// TestChooseFallback checks the choice with Fallback cells: they count as
+// their table's default, so a tile that falls back on a shape can win on
+// the others' times; one that falls back everywhere never wins, even where
+// its total would be the least.
+func TestChooseFallback(t *testing.T) {
+	cell := func(ms float64) Cell { return Cell{Status: StatusOK, Millis: ms} }
+	fb := Cell{Status: "no", Fallback: true}
+	def := func(ms float64) Cell { c := cell(ms); c.Default = true; return c }
+	for _, c := range []struct {
+		name   string
+		tables [][]Cell // per table: variants in order
+		want   int
+	}{
+		{"falls back where slower", [][]Cell{{def(3), cell(2), cell(2.5)}, {def(1), fb, cell(1.2)}}, 1},
+		{"default wins", [][]Cell{{def(1), cell(2), cell(2.5)}, {def(1), fb, cell(1.2)}}, 0},
+		{"everywhere", [][]Cell{{def(3), fb, cell(2.5)}, {def(1), fb, cell(1.2)}}, 2},
+		{"default failed", [][]Cell{{def(3), cell(2), cell(2.5)}, {{Status: StatusParity, Default: true}, fb, cell(1.2)}}, 2},
+	} {
+		var tables []Table
+		for _, cells := range c.tables {
+			tables = append(tables, Table{Weight: 1, Cells: cells})
+		}
+		if got := choose(tables); got != c.want {
+			t.Errorf("%s: chose %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDefaultCoopTiles checks the matmul_coopmat sweep's lists on the
+// emulation: every tile listed runs on some weight type of the model and
+// differs there from the built-in tile, every kernels.CoopTiles tile left
+// out does neither, and none is listed twice.
+func TestDefaultCoopTiles(t *testing.T) {
+	d := open(t)
+	k := kernels.New(d)
+	defer k.Close()
+	k.CoopEmulated = true
+	types := []quant.Type{quant.Q4_K, quant.Q6_K}
+	differs := func(tile kernels.CoopTile) bool {
+		return slices.ContainsFunc(types, func(qt quant.Type) bool { return k.CheckCoopTile(tile, qt) == nil && tile != k.CoopTileFor(qt) })
+	}
+	for _, quick := range []bool{false, true} {
+		all := kernels.CoopTiles
+		if quick {
+			all = quickCoopTiles
+		}
+		tiles := defaultCoopTiles(k, Llama3_8B, quick)
+		distinct(t, tiles, kernels.CoopTile.String)
+		if len(tiles) < 2 {
+			t.Errorf("quick %v: tiles %v", quick, tiles)
+		}
+		for _, tile := range all {
+			if listed := slices.Contains(tiles, tile); listed != differs(tile) {
+				t.Errorf("quick %v: %v listed %v", quick, tile, listed)
+			}
+		}
+	}
+}
+
+// TestMatMulCoopJSON checks the profile section: a tile round-trips, and
+// the built-in choice is an empty section that applies the zero tile.
+func TestMatMulCoopJSON(t *testing.T) {
+	for _, c := range []struct {
+		m    MatMulCoop
+		json string
+	}{
+		{MatMulCoop{BM: 128, BN: 128, WM: 64, WN: 64, BK: 64, KC: 64}, `{"bm":128,"bn":128,"wm":64,"wn":64,"bk":64,"kc":64}`},
+		{MatMulCoop{}, `{}`},
+	} {
+		b, err := json.Marshal(c.m)
+		if err != nil || string(b) != c.json {
+			t.Errorf("%v: %s, %v; want %s", c.m, b, err, c.json)
+		}
+		var back MatMulCoop
+		if err := json.Unmarshal(b, &back); err != nil || back != c.m {
+			t.Errorf("%s: read back %+v, %v", b, back, err)
+		}
+	}
+	p := &Profile{MatMulCoop: &MatMulCoop{}}
+	if s := p.String(); s != "matmul_coopmat built-in" {
+		t.Errorf("described as %q", s)
+	}
+	k := &kernels.Kernels{CoopTiled: kernels.CoopTile{BM: 16}}
+	p.ApplyKernels(k)
+	if k.CoopTiled != (kernels.CoopTile{}) {
+		t.Errorf("an empty section applied %v", k.CoopTiled)
 	}
 }

@@ -16,9 +16,12 @@ import (
 
 // tuneCmd sweeps kernel geometry on one device and saves the winners as
 // the device's profile:
-// `infer tune [-m MODEL] [--kernels matmul,matvec,matmul_q8,matvec_q8,attention] [--quick]`.
+// `infer tune [-m MODEL] [--kernels matmul,matvec,matmul_q8,matvec_q8,matmul_coopmat,attention] [--quick]`.
 // The _q8 kernels (8-bit activations) are skipped, with a note, on devices
-// without integer dot products.
+// without integer dot products, and matmul_coopmat (the prefill product on
+// cooperative matrices) on those where the cooperative-matrix policy is
+// off (coopmat.Choose: no VK_KHR_cooperative_matrix, or hardware that
+// would only emulate it).
 func tuneCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer tune", pflag.ContinueOnError)
 	var (
@@ -30,7 +33,7 @@ func tuneCmd(args []string) error {
 	fs.StringVarP(&modelSpec, "model", "m", "", "GGUF path or synth:PRESET[:FTYPE] whose shapes to tune (default: the Llama-3-8B Q4_K_M geometry, no file needed)")
 	fs.IntVar(&device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")
 	fs.StringSliceVar(&kernels, "kernels", tune.Kernels, "kernels to sweep: "+strings.Join(tune.Kernels, ", ")+
-		" (the _q8 ones, on 8-bit activations, need integer dot products: skipped without)")
+		" (the _q8 ones, on 8-bit activations, need integer dot products, and matmul_coopmat cooperative matrices that the device's policy turns on: skipped without)")
 	fs.IntVarP(&reps, "repetitions", "r", 5, "timed runs of each variant (median reported)")
 	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(tune.Formats, ", "))
 	fs.BoolVar(&show, "show", false, "print the profile in use for the device and exit")
@@ -112,6 +115,7 @@ func saveMerged(p *tune.Profile, path string, info vk.DeviceInfo) error {
 		p.MatVec = orElse(p.MatVec, old.MatVec)
 		p.MatMulQ8 = orElse(p.MatMulQ8, old.MatMulQ8)
 		p.MatVecQ8 = orElse(p.MatVecQ8, old.MatVecQ8)
+		p.MatMulCoop = orElse(p.MatMulCoop, old.MatMulCoop)
 		p.Decode = orElse(p.Decode, old.Decode)
 		p.Prefill = orElse(p.Prefill, old.Prefill)
 	}

@@ -91,16 +91,17 @@ func TestTuneProfile(t *testing.T) {
 }
 
 // TestSaveMerged checks that a sweep of some kernels keeps the sections of
-// the saved profile that it did not measure, the 8-bit kernels' included,
-// and replaces those it did.
+// the saved profile that it did not measure, the 8-bit and
+// cooperative-matrix kernels' included, and replaces those it did.
 func TestSaveMerged(t *testing.T) {
 	info := vk.DeviceInfo{Name: "test", Driver: "test", SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024}
 	path := filepath.Join(t.TempDir(), "profile.json")
 	old := tune.Profile{Format: tune.Format, Key: tune.KeyOf(info), Model: "old",
-		MatMul:   &tune.MatMul{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
-		MatVec:   &tune.MatVec{Lanes: 64, Rows: 2, Unroll: 1},
-		MatMulQ8: &tune.MatMulQ8{BM: 32, BN: 128, TM: 4, TN: 8},
-		MatVecQ8: &tune.MatVec{Rows: 4, Unroll: 1}}
+		MatMul:     &tune.MatMul{BM: 32, BN: 32, TM: 4, TN: 4, F16: true},
+		MatVec:     &tune.MatVec{Lanes: 64, Rows: 2, Unroll: 1},
+		MatMulQ8:   &tune.MatMulQ8{BM: 32, BN: 128, TM: 4, TN: 8},
+		MatVecQ8:   &tune.MatVec{Rows: 4, Unroll: 1},
+		MatMulCoop: &tune.MatMulCoop{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32}}
 	if err := old.Save(path); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,8 @@ func TestSaveMerged(t *testing.T) {
 	if err != nil || warn != "" {
 		t.Fatalf("reading the merged profile: %v %s", err, warn)
 	}
-	if *got.MatMul != *old.MatMul || *got.MatMulQ8 != *old.MatMulQ8 || *got.MatVec != *swept.MatVec || *got.MatVecQ8 != *swept.MatVecQ8 {
-		t.Errorf("merged %s; want the old matmul and matmul_q8, the new matvec and matvec_q8", got)
+	if *got.MatMul != *old.MatMul || *got.MatMulQ8 != *old.MatMulQ8 || got.MatMulCoop == nil || *got.MatMulCoop != *old.MatMulCoop ||
+		*got.MatVec != *swept.MatVec || *got.MatVecQ8 != *swept.MatVecQ8 {
+		t.Errorf("merged %s; want the old matmul, matmul_q8 and matmul_coopmat, the new matvec and matvec_q8", got)
 	}
 }
