@@ -179,7 +179,7 @@ func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 	switch {
 	case k.UseCoop(m.typ, a.rows, a.cols):
 		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
-		tile := k.CoopTileFor(m.typ)
+		tile := k.CoopTileForShape(m.typ, m.rows, a.rows)
 		o.add(fmt.Sprintf("matmul_coopmat %s %s", matrix(m), tile), 0, k.MatMulCoopSpec(m.typ, tile))
 	case k.UseQ8(m.typ):
 		o.productQ8(d, m, a, false)

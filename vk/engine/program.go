@@ -239,7 +239,7 @@ func (p *program) productCoop(d, m, a *tensor) {
 		c.fresh = true
 	}
 	p.op(bindings(m.b, c.b), bindings(d.b), func() error {
-		return p.e.k.MatMulCoop(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.CoopTileFor(m.typ))
+		return p.e.k.MatMulCoop(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.CoopTileForShape(m.typ, m.rows, a.rows))
 	})
 }
 

@@ -33,14 +33,18 @@ func (t CoopTile) SharedBytes(m, n int) int {
 }
 
 // defaultCoopTiles in order of preference: the first that holds whole
-// runs of the weight type's pieces and fits the device's shared memory and
-// workgroup size is the built-in one. On the H200 (BenchmarkMatMulCoop,
-// docs/KERNELS.md) 128x128 tiles of eight 64x32 subgroup parts with 64
-// values of k per step ran fastest; Q6_K needs 128 per step, and takes
-// half the columns to fit 48 KiB.
+// runs of the weight type's pieces, fits the device's shared memory and
+// workgroup size, and gives the matrix enough workgroups (CoopTileForShape)
+// is the built-in one. On the H200 (BenchmarkMatMulCoop, docs/KERNELS.md)
+// 128x128 tiles of eight 64x32 subgroup parts with 64 values of k per step
+// ran fastest, at 86-97 TFLOP/s on the Llama-3-8B FFN matrices; Q6_K needs
+// 128 values per step, and ran fastest on 64x128 tiles (43 TFLOP/s); the
+// 64x64 tiles serve the matrices too small to fill the GPU with the others.
 var defaultCoopTiles = []CoopTile{
 	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
-	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 128, KC: 32},
+	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 128, KC: 32},
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 128, KC: 64},
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
 	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 256, KC: 32},
 	{BM: 32, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32},
@@ -89,22 +93,52 @@ func (k *Kernels) UseCoop(t quant.Type, n, K int) bool {
 
 func (k *Kernels) coopOn() bool { return k.CoopMat.On() || k.CoopEmulated }
 
-// CoopTileFor is the tile the engine uses for weights of type t:
-// k.CoopTiled where it takes them, else the first built-in tile that does.
-func (k *Kernels) CoopTileFor(t quant.Type) CoopTile {
+// CoopTileFor is the tile for weights of type t on matrices big enough to
+// fill the device: k.CoopTiled where it takes them, else the first built-in
+// tile that does.
+func (k *Kernels) CoopTileFor(t quant.Type) CoopTile { return k.coopTile(t, nil) }
+
+// CoopTileForShape is the tile the engine uses for a rows x K matrix of
+// type t and n activation columns: as CoopTileFor, except that without a
+// tuned tile it passes over built-in tiles that would leave the matrix
+// fewer workgroups than half the device's compute units (the k and v
+// projections of 1024 rows, on 128-row tiles, would keep a quarter of an
+// H200 busy) while a later one gives it enough.
+func (k *Kernels) CoopTileForShape(t quant.Type, rows, n int) CoopTile {
+	cus := k.info.ComputeUnits
+	if cus == 0 {
+		cus = 32
+	}
+	return k.coopTile(t, func(tile CoopTile) bool { return 2*ceil(rows, tile.BM)*ceil(n, tile.BN) >= cus })
+}
+
+// coopTile is k.CoopTiled where it takes type t, else the first built-in
+// tile that takes it and satisfies enough (nil: any), else the first that
+// takes it.
+func (k *Kernels) coopTile(t quant.Type, enough func(CoopTile) bool) CoopTile {
 	if k.CoopTiled.BM != 0 && k.CheckCoopTile(k.CoopTiled, t) == nil {
 		return k.CoopTiled
 	}
-	for _, tile := range defaultCoopTiles {
-		m, n, _ := k.coopShape()
+	m, n, _ := k.coopShape()
+	var first *CoopTile
+	for i, tile := range defaultCoopTiles {
 		// The emulation holds whole fragments per invocation: beyond 4 per
 		// subgroup a driver may refuse to build it (NVIDIA's did).
 		if k.CoopEmulated && (tile.WM/m)*(tile.WN/n) > 4 {
 			continue
 		}
-		if k.CheckCoopTile(tile, t) == nil {
+		if k.CheckCoopTile(tile, t) != nil {
+			continue
+		}
+		if enough == nil || enough(tile) {
 			return tile
 		}
+		if first == nil {
+			first = &defaultCoopTiles[i]
+		}
+	}
+	if first != nil {
+		return *first
 	}
 	return defaultCoopTiles[len(defaultCoopTiles)-1]
 }
