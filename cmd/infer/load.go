@@ -219,7 +219,10 @@ const intDotUsage = "matrix products on 8-bit activations and integer dot produc
 var errIntDotCPU = fmt.Errorf("--int-dot on: the CPU backend computes in f32; it applies to --backend vulkan")
 
 // parseIntDot reads --int-dot: nil for auto.
-func parseIntDot(s string) (*bool, error) {
+func parseIntDot(s string) (*bool, error) { return parseOnOffAuto("--int-dot", s) }
+
+// parseOnOffAuto reads an on|off|auto flag: nil for auto.
+func parseOnOffAuto(flag, s string) (*bool, error) {
 	switch s {
 	case "auto":
 		return nil, nil
@@ -227,7 +230,7 @@ func parseIntDot(s string) (*bool, error) {
 		on := s == "on"
 		return &on, nil
 	}
-	return nil, fmt.Errorf("--int-dot %q: want on, off or auto", s)
+	return nil, fmt.Errorf("%s %q: want on, off or auto", flag, s)
 }
 
 func describeIntDot(on bool) string {
@@ -242,16 +245,7 @@ const coopMatUsage = "prefill matrix products on the matrix cores (VK_KHR_cooper
 var errCoopMatCPU = fmt.Errorf("--coopmat on: the CPU backend has no cooperative matrices; it applies to --backend vulkan")
 
 // parseCoopMat reads --coopmat: nil for auto.
-func parseCoopMat(s string) (*bool, error) {
-	switch s {
-	case "auto":
-		return nil, nil
-	case "on", "off":
-		on := s == "on"
-		return &on, nil
-	}
-	return nil, fmt.Errorf("--coopmat %q: want on, off or auto", s)
-}
+func parseCoopMat(s string) (*bool, error) { return parseOnOffAuto("--coopmat", s) }
 
 // describeProducts says what the engine's matrix products run on: the
 // activations they take and, in prefill, cooperative matrices (which shape,

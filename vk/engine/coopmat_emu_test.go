@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"math"
 	"path/filepath"
 	"testing"
 
@@ -41,11 +40,7 @@ func TestCoopMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, got := forward(t, f, ref, ub), forward(t, f, e, ub)
-				var worst, scale float64
-				for i := range want {
-					worst = max(worst, math.Abs(float64(got[i]-want[i])))
-					scale = max(scale, math.Abs(float64(want[i])))
-				}
+				worst, scale := logitDiff(want, got)
 				t.Logf("ubatch %d: max |GPU − CPU| = %.3g over %d logits (max |logit| %.3g)", ub, worst, len(want), scale)
 				if worst > 3e-3*max(1, scale) {
 					t.Fatalf("ubatch %d: GPU logits differ from the CPU engine's by %.3g (max |logit| %.3g)", ub, worst, scale)

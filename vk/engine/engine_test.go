@@ -120,11 +120,7 @@ func TestMatchesCPU(t *testing.T) {
 				ref := cpu.New(0)
 				ref.F16KV = true
 				want, got := run(ref, c.ub), run(openWith(t, c.o), c.ub)
-				var worst, scale float64
-				for i := range want {
-					worst = max(worst, math.Abs(float64(got[i]-want[i])))
-					scale = max(scale, math.Abs(float64(want[i])))
-				}
+				worst, scale := logitDiff(want, got)
 				t.Logf("ubatch %d int-dot %v: max |GPU − CPU| = %.3g over %d logits (max |logit| %.3g)", c.ub, c.o.IntDot != nil, worst, len(want), scale)
 				if worst > c.tol*max(1, scale) {
 					t.Fatalf("ubatch %d: GPU logits differ from the CPU engine's by %.3g (max |logit| %.3g)", c.ub, worst, scale)
@@ -139,6 +135,15 @@ var prompt = []int32{1, 403, 407, 261, 378, 300, 400, 411, 259, 350, 290, 401, 4
 
 // forward loads f on be with batches of ub tokens and returns the logits
 // of every prompt position.
+// logitDiff returns the largest |got - want| and the largest |want|.
+func logitDiff(want, got []float32) (worst, scale float64) {
+	for i := range want {
+		worst = max(worst, math.Abs(float64(got[i]-want[i])))
+		scale = max(scale, math.Abs(float64(want[i])))
+	}
+	return worst, scale
+}
+
 func forward(t *testing.T, f *gguf.File, be backend.Backend, ub int) []float32 {
 	t.Helper()
 	m, err := model.Load(f, be, model.Options{Context: 64, UBatch: ub})

@@ -13,6 +13,7 @@ import (
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/internal/radvnull"
 	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
 // coopCase is one problem for the cooperative-matrix kernel, with its
@@ -283,27 +284,12 @@ func coopNullPipelines(t *testing.T, d *vk.Device, choice coopmat.Choice) {
 }
 
 // coopChoice is the cooperative-matrix policy's choice for a device, as
-// the engine makes it (engine.CoopMatChoice, which this package cannot
-// import).
-func coopChoice(info vk.DeviceInfo) coopmat.Choice {
-	d := coopmat.Device{
-		VendorID: info.VendorID, DeviceID: info.DeviceID, Name: info.Name, Driver: info.Driver,
-		SubgroupSize: info.SubgroupSize, MinSubgroupSize: info.MinSubgroupSize, MaxSubgroupSize: info.MaxSubgroupSize,
-		SizeControl: info.SizeControl, SharedMemory: info.SharedMemory, MixedDot: info.DotMixedAccelerated,
-		Unusable: info.CoopMatrixOff,
-	}
-	if info.CoopMatrix {
-		for _, s := range info.CoopMatShapes {
-			d.Shapes = append(d.Shapes, coopmat.Fragment{M: s.M, N: s.N, K: s.K, A: s.A, B: s.B, C: s.C, Result: s.Result,
-				Saturating: s.Saturating, Scope: s.Scope})
-		}
-	}
-	return coopmat.Choose(d)
-}
+// the engine makes it.
+func coopChoice(info vk.DeviceInfo) coopmat.Choice { return coopmat.Choose(kernels.CoopDevice(info)) }
 
 // TestFlashAttnCoopDevice runs the cases of TestFlashAttnCoopEmulated on
 // the real kernel, on the matrix units, where the device has cooperative
-// matrices (the policy's choice); elsewhere it skips.
+// matrices (the policy's choice); elsewhere it has nothing to run.
 func TestFlashAttnCoopDevice(t *testing.T) {
 	d := setup(t)
 	choice := coopChoice(d.Info())
