@@ -68,6 +68,7 @@ var CoopTiles = []CoopTile{
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 128, KC: 32},
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 256, KC: 32},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 128, KC: 16},
 }
 
 // HasCoop says whether the cooperative-matrix product takes weights of
