@@ -80,36 +80,19 @@ void loadA(uint m0, uint k0) {
     }
 }
 
-// The activations reach shB in two halves so that their loads overlap the
-// products: fetchB loads a chunk (values k..k+KC of columns n0..) into
-// registers, issued before the current chunk's products; storeB writes
-// them into shB after the next barrier. Columns past N and values past K
-// read as zero.
-const uint UB = KC / 8u;                  // 16-byte words per staged column
-const uint PB = (BN * UB + WG - 1u) / WG; // words each invocation stages
-uvec4 preB[PB];
-
-void fetchB(uint n0, uint k) {
-    [[unroll]] for (uint r = 0u; r < PB; r++) {
-        uint it = gl_LocalInvocationIndex + r * WG;
-        uint n = it / UB, u = it % UB;
+// loadB stages values k..k+KC of columns n0.. of xh into shB; columns past
+// N and values past K read as zero.
+void loadB(uint n0, uint k) {
+    const uint U = KC / 8u; // 16-byte words per column
+    for (uint it = gl_LocalInvocationIndex; it < BN * U; it += WG) {
+        uint n = it / U, u = it % U;
         uvec4 q = uvec4(0u);
-        if (it < BN * UB && n0 + n < pc.N && k + 8u * u < pc.K) {
+        if (n0 + n < pc.N && k + 8u * u < pc.K) {
             q = xh4[((n0 + n) * pc.K + k) / 8u + u];
         }
-        preB[r] = q;
-    }
-}
-
-void storeB() {
-    [[unroll]] for (uint r = 0u; r < PB; r++) {
-        uint it = gl_LocalInvocationIndex + r * WG;
-        if (it < BN * UB) {
-            uvec4 q = preB[r];
-            uint o = (it / UB) * SB + 2u * (it % UB);
-            shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
-            shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
-        }
+        uint o = n * SB + 2u * u;
+        shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
+        shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
     }
 }
 
@@ -122,17 +105,14 @@ void main() {
     [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
         CM_ZERO(acc[f]);
     }
-    fetchB(n0, 0u);
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+        barrier(); // the previous step's readers of shA and shB are done
+        loadA(m0, k0);
         for (uint kc = 0u; kc < BK && k0 + kc < pc.K; kc += KC) {
-            barrier(); // the previous chunk's readers of shA and shB are done
-            if (kc == 0u) {
-                loadA(m0, k0);
+            if (kc > 0u) {
+                barrier(); // the previous chunk's readers of shB are done
             }
-            storeB();
-            if (k0 + kc + KC < pc.K) {
-                fetchB(n0, k0 + kc + KC); // the next chunk, in flight during the products
-            }
+            loadB(n0, k0 + kc);
             barrier(); // shA and shB written
             for (uint kk = 0u; kk < KC; kk += CM_K) {
                 CM_DECL_A(a, FM);

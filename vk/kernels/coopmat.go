@@ -35,13 +35,18 @@ func (t CoopTile) SharedBytes(m, n int) int {
 // defaultCoopTiles in order of preference: the first that holds whole
 // runs of the weight type's pieces, fits the device's shared memory and
 // workgroup size, and gives the matrix enough workgroups (CoopTileForShape)
-// is the built-in one. On the H200 (BenchmarkMatMulCoop, docs/KERNELS.md)
-// 128x128 tiles of eight 64x32 subgroup parts with 64 values of k per step
-// ran fastest, at 86-97 TFLOP/s on the Llama-3-8B FFN matrices; Q6_K needs
-// 128 values per step, and ran fastest on 64x128 tiles (43 TFLOP/s); the
-// 64x64 tiles serve the matrices too small to fill the GPU with the others.
+// is the built-in one. On the H200 (BenchmarkMatMulCoop, docs/KERNELS.md),
+// with 512 columns: 128x256 tiles ran the 14336-row gate and up matrices
+// at 100 TFLOP/s, but leave the 4096-row ones too few workgroups, which
+// ran fastest on 128x128 tiles of eight 64x32 parts with 64 values of k
+// per step (86-98). Q6_K needs 128 values per step: 128x128 tiles fit 48
+// KiB with 16-value activation chunks (64 TFLOP/s, against 39 for the
+// best 64x128). The 64x64 tiles serve matrices too small to fill the GPU
+// with the others.
 var defaultCoopTiles = []CoopTile{
+	{BM: 128, BN: 256, WM: 64, WN: 64, BK: 64, KC: 32},
 	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
+	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 128, KC: 16},
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 128, KC: 32},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 128, KC: 64},
