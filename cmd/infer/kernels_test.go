@@ -49,6 +49,9 @@ func TestAMDCompileMatrix(t *testing.T) {
 		{[]string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
 		{[]string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
 		{[]string{"--int-dot", "off", "--flash-attn=false"}, nil},
+		// RDNA3 takes cooperative matrices by default; its scalar prefill
+		// products must build too.
+		{[]string{"--wave", "auto", "--coopmat", "off"}, []int{32}},
 	}
 	for _, g := range amdMatrix {
 		t.Run(g.family, func(t *testing.T) {
@@ -81,6 +84,11 @@ func TestAMDCompileMatrix(t *testing.T) {
 					if got := attentionWaves(reports, kind); !slices.Equal(got, waves) {
 						t.Errorf("%v: %s flash attention at waves %v, want %v", run.args, kind, got, waves)
 					}
+				}
+				// Mesa 25.0 offers cooperative matrices on RDNA3 alone.
+				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat") })
+				if want := g.family == "navi31" && !slices.Contains(run.args, "--coopmat"); coop != want {
+					t.Errorf("%v: matmul_coopmat pipelines %v, want %v", run.args, coop, want)
 				}
 				count += len(reports)
 			}
