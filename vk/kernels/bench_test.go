@@ -293,27 +293,13 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 					name = fmt.Sprintf("%dx%d/n%d/q8/%dx%d/%dx%d/k%d", rows, K, n, v.tile.BM, v.tile.BN, v.tile.TM, v.tile.TN, v.tile.q8Chunk(quant.Q4_K))
 				}
 				b.Run(name, func(b *testing.B) {
-					s := benchDev.NewSequence()
-					defer s.Free()
-					for i := range mats {
-						rec := k.MatMulTiled
-						if v.q8 {
-							rec = k.MatMulQ8
-						}
-						if err := rec(s, whole(dst), whole(mats[i]), whole(x), quant.Q4_K, n, rows, K, v.tile); err != nil {
-							b.Fatal(err)
-						}
-						s.Barrier()
+					rec := k.MatMulTiled
+					if v.q8 {
+						rec = k.MatMulQ8
 					}
-					if err := s.End(); err != nil {
-						b.Fatal(err)
-					}
-					gpu := runTimed(b, s)
-					if gpu > 0 {
-						flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
-						b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
-						b.ReportMetric(gpu/float64(len(mats)*b.N), "us/op")
-					}
+					timeProducts(b, mats, n, rows, K, func(s *vk.Sequence, w vk.Binding) error {
+						return rec(s, whole(dst), w, whole(x), quant.Q4_K, n, rows, K, v.tile)
+					})
 				})
 			}
 		}
@@ -322,6 +308,28 @@ func BenchmarkMatMulQ4K(b *testing.B) {
 		}
 		x.Free()
 		dst.Free()
+	}
+}
+
+// timeProducts times a sequence of one product of n columns with each of
+// mats (rec records it, a barrier follows) and reports TFLOP/s and µs per
+// product.
+func timeProducts(b *testing.B, mats []*vk.Buffer, n, rows, K int, rec func(s *vk.Sequence, w vk.Binding) error) {
+	s := benchDev.NewSequence()
+	defer s.Free()
+	for _, m := range mats {
+		if err := rec(s, whole(m)); err != nil {
+			b.Fatal(err)
+		}
+		s.Barrier()
+	}
+	if err := s.End(); err != nil {
+		b.Fatal(err)
+	}
+	if gpu := runTimed(b, s); gpu > 0 {
+		flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
+		b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
+		b.ReportMetric(gpu/float64(len(mats)*b.N), "us/op")
 	}
 }
 

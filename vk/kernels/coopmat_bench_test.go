@@ -67,23 +67,10 @@ func BenchmarkMatMulCoop(b *testing.B) {
 					continue
 				}
 				b.Run(fmt.Sprintf("%dx%d/%s/n%d/%v", rows, K, qt, n, tile), func(b *testing.B) {
-					s := benchDev.NewSequence()
-					defer s.Free()
-					for i := range mats {
-						xb := vk.Binding{Buf: xh, Size: F16Bytes(n, K)}
-						if err := kc.MatMulCoop(s, whole(dst), whole(mats[i]), xb, qt, n, rows, K, tile); err != nil {
-							b.Fatal(err)
-						}
-						s.Barrier()
-					}
-					if err := s.End(); err != nil {
-						b.Fatal(err)
-					}
-					if gpu := runTimed(b, s); gpu > 0 {
-						flops := 2 * float64(n) * float64(rows) * float64(K) * float64(len(mats)*b.N)
-						b.ReportMetric(flops/gpu/1e6, "TFLOP/s")
-						b.ReportMetric(gpu/float64(len(mats)*b.N), "us/op")
-					}
+					xb := vk.Binding{Buf: xh, Size: F16Bytes(n, K)}
+					timeProducts(b, mats, n, rows, K, func(s *vk.Sequence, w vk.Binding) error {
+						return kc.MatMulCoop(s, whole(dst), w, xb, qt, n, rows, K, tile)
+					})
 				})
 			}
 		}
