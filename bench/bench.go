@@ -29,18 +29,29 @@ type Config struct {
 	UBatch    []int    // -ub: prompt tokens per forward program
 	FlashAttn []int    // -fa: 0 or 1
 	Waves     []int    // --wave: flash-attention wave, 32 or 64; 0 is auto
-	Reps      int      // -r: timed repetitions of each test
-	Threads   int      // -t: recorded for the CPU backend (0: one per core)
+	// CoopMat (--coopmat): prefill products on cooperative matrices, each
+	// of "auto", "on" or "off".
+	CoopMat []string
+	Reps    int // -r: timed repetitions of each test
+	Threads int // -t: recorded for the CPU backend (0: one per core)
 
-	// Open opens a fresh backend for one wave, with flash attention or the
-	// plain attention kernel. The runner closes it.
-	Open func(wave int, flashAttn bool) (backend.Backend, error)
+	// Open opens a fresh backend for one combination of the backend's own
+	// settings. The runner closes it.
+	Open func(Instance) (backend.Backend, error)
 	// Log receives the depth-fill progress and, with Progress set,
 	// llama-bench's per-step progress lines. Nil discards them.
 	Log      io.Writer
 	Progress bool
 	// Seed makes the random token ids reproducible.
 	Seed uint64
+}
+
+// Instance is what a backend is opened with: the wave, flash attention or
+// the plain attention kernel, and the --coopmat setting.
+type Instance struct {
+	Wave      int
+	FlashAttn bool
+	CoopMat   string
 }
 
 // PG is a -pg test: Prompt tokens in one pass, then Gen single-token passes.
@@ -55,6 +66,7 @@ func Defaults() Config {
 		UBatch:    []int{512},
 		FlashAttn: []int{1},
 		Waves:     []int{0},
+		CoopMat:   []string{"auto"},
 		Reps:      5,
 	}
 }
@@ -86,6 +98,14 @@ func (c *Config) Validate() error {
 	} {
 		if e != nil {
 			return e
+		}
+	}
+	if len(c.CoopMat) == 0 {
+		return fmt.Errorf("--coopmat: empty list")
+	}
+	for _, v := range c.CoopMat {
+		if v != "auto" && v != "on" && v != "off" {
+			return fmt.Errorf("--coopmat %q: want on, off or auto", v)
 		}
 	}
 	for _, pg := range c.PG {
@@ -167,8 +187,9 @@ func (c *Config) contextFor(depth int) int {
 }
 
 // Run measures every combination in c, in llama-bench's order (model, wave,
-// ubatch, fa, depth, then the tests), and hands each result to emit as soon
-// as it is measured. A model is loaded once per (wave, ubatch, fa, depth):
+// coopmat, ubatch, fa, depth, then the tests), and hands each result to
+// emit as soon as it is measured. A model is loaded once per (wave,
+// coopmat, ubatch, fa, depth):
 // those are fixed when the backend, its KV cache and the model's programs
 // are made.
 func Run(c Config, emit func(Result) error) error {
@@ -198,13 +219,16 @@ func Run(c Config, emit func(Result) error) error {
 		}
 	}
 	r := &runner{c: c, rng: rand.New(rand.NewPCG(c.Seed, 0x62656e6368)), build: readBuild(),
-		total: len(c.Models) * len(c.Waves) * len(c.UBatch) * len(c.FlashAttn) * len(c.Depth) * len(c.tests())}
+		total: len(c.Models) * len(c.Waves) * len(c.CoopMat) * len(c.UBatch) * len(c.FlashAttn) * len(c.Depth) * len(c.tests())}
 	for i, f := range files {
 		for _, wave := range c.Waves {
-			for _, ub := range c.UBatch {
-				for _, fa := range c.FlashAttn {
-					if err := r.instance(c.Models[i], f, wave, ub, fa, emit); err != nil {
-						return err
+			for _, cm := range c.CoopMat {
+				for _, ub := range c.UBatch {
+					for _, fa := range c.FlashAttn {
+						in := Instance{Wave: wave, FlashAttn: fa == 1, CoopMat: cm}
+						if err := r.instance(c.Models[i], f, in, ub, emit); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -223,11 +247,11 @@ type runner struct {
 	total int
 }
 
-// instance measures the tests of one (model, wave, ubatch, fa) at every
-// depth.
-func (r *runner) instance(spec string, f *gguf.File, wave, ub, fa int, emit func(Result) error) error {
+// instance measures the tests of one (model, backend settings, ubatch) at
+// every depth.
+func (r *runner) instance(spec string, f *gguf.File, in Instance, ub int, emit func(Result) error) error {
 	for _, depth := range r.c.Depth {
-		if err := r.atDepth(spec, f, wave, ub, fa, depth, emit); err != nil {
+		if err := r.atDepth(spec, f, in, ub, depth, emit); err != nil {
 			return err
 		}
 	}
@@ -236,13 +260,17 @@ func (r *runner) instance(spec string, f *gguf.File, wave, ub, fa int, emit func
 
 // atDepth loads the model on a fresh backend with the context the tests at
 // depth need, fills the cache to depth and measures the tests.
-func (r *runner) atDepth(spec string, f *gguf.File, wave, ub, fa, depth int, emit func(Result) error) error {
-	be, err := r.c.Open(wave, fa == 1)
+func (r *runner) atDepth(spec string, f *gguf.File, in Instance, ub, depth int, emit func(Result) error) error {
+	be, err := r.c.Open(in)
 	if err != nil {
 		return err
 	}
+	fa := 0
+	if in.FlashAttn {
+		fa = 1
+	}
 	ctx := r.c.contextFor(depth)
-	r.logf("loading %s (wave %s, ubatch %d, fa %d, context %d)", spec, waveName(wave), ub, fa, ctx)
+	r.logf("loading %s (wave %s, coopmat %s, ubatch %d, fa %d, context %d)", spec, waveName(in.Wave), in.CoopMat, ub, fa, ctx)
 	m, err := model.Load(f, be, model.Options{Context: ctx, UBatch: ub})
 	if err != nil {
 		be.Close()

@@ -66,8 +66,8 @@ func TestMethod(t *testing.T) {
 	c.Models = []string{fixtures.Path(t, "stories260K.gguf")}
 	c.Prompt, c.Gen, c.PG = []int{4}, []int{2}, []PG{{3, 1}}
 	c.Depth, c.UBatch, c.FlashAttn, c.Reps, c.Threads = []int{0, 8}, []int{4}, []int{0, 1}, 2, 1
-	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {
-		opens = append(opens, fmt.Sprint(wave, flashAttn))
+	c.Open = func(in Instance) (backend.Backend, error) {
+		opens = append(opens, fmt.Sprint(in.Wave, in.FlashAttn))
 		return spy{cpu.New(1), &calls, &contexts}, nil
 	}
 	var got []Result
@@ -191,7 +191,7 @@ func TestContext(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	open := func(int, bool) (backend.Backend, error) { return cpu.New(1), nil }
+	open := func(Instance) (backend.Backend, error) { return cpu.New(1), nil }
 	for _, c := range []struct {
 		edit func(*Config)
 		want string
@@ -204,6 +204,8 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.FlashAttn = []int{2} }, "-fa 2"},
 		{func(c *Config) { c.Waves = []int{48} }, "--wave 48: want 32, 64 or auto"},
 		{func(c *Config) { c.Waves = nil }, "--wave: empty"},
+		{func(c *Config) { c.CoopMat = []string{"auto", "maybe"} }, `--coopmat "maybe"`},
+		{func(c *Config) { c.CoopMat = nil }, "--coopmat: empty"},
 		{func(c *Config) { c.PG = []PG{{-1, 4}} }, "-pg -1,4"},
 		{func(c *Config) { c.Reps = 0 }, "-r 0"},
 		{func(c *Config) { c.Threads = -2 }, "-t -2"},
@@ -230,7 +232,7 @@ func TestRunBadModel(t *testing.T) {
 	c := Defaults()
 	c.Models = []string{fixtures.Path(t, "stories260K.gguf"), filepath.Join(t.TempDir(), "nope.gguf")}
 	opened := 0
-	c.Open = func(int, bool) (backend.Backend, error) { opened++; return cpu.New(1), nil }
+	c.Open = func(Instance) (backend.Backend, error) { opened++; return cpu.New(1), nil }
 	err := Run(c, func(Result) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "nope.gguf") || opened != 0 {
 		t.Fatalf("error %v after %d backends opened; want the missing file named and none opened", err, opened)
@@ -338,9 +340,22 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 
+	// A --coopmat list gets a column of the setting each row ran with.
+	c = Defaults()
+	c.CoopMat = []string{"on", "off"}
+	rs := results()
+	rs[0].CoopMat, rs[1].CoopMat = "on", "off"
+	lines = strings.Split(write(t, "md", c, rs), "\n")
+	if got, want := mdCells(lines[0]), []string{"model", "size", "params", "backend", "ngl", "coopmat", "test", "t/s"}; !slices.Equal(got, want) {
+		t.Errorf("columns %q, want %q", got, want)
+	}
+	if got := mdCells(lines[3]); got[5] != "off" {
+		t.Errorf("row %q: want coopmat off", got)
+	}
+
 	// Defaults show no parameter columns; a CPU run shows threads, and a
 	// single non-default value (-fa 0, -ub 256) is shown like llama-bench.
-	rs := results()
+	rs = results()
 	for i := range rs {
 		rs[i].Backend, rs[i].GPULayers, rs[i].Threads, rs[i].FlashAttn, rs[i].UBatch = "CPU", 0, 16, 0, 256
 	}
@@ -362,7 +377,7 @@ func TestMarkdown(t *testing.T) {
 // they mean the same, then ours.
 var fields = []string{"build_commit", "build_time", "model_filename", "model_type", "model_size", "model_n_params",
 	"backends", "device", "driver", "driver_info", "n_gpu_layers", "n_threads", "n_ubatch", "flash_attn", "wave",
-	"subgroup_size", "tune_profile", "n_prompt", "n_gen", "n_depth", "test", "test_time", "avg_ns", "stddev_ns", "avg_ts",
+	"coopmat", "subgroup_size", "tune_profile", "n_prompt", "n_gen", "n_depth", "test", "test_time", "avg_ns", "stddev_ns", "avg_ts",
 	"stddev_ts", "samples_ns", "samples_ts"}
 
 func TestCSV(t *testing.T) {

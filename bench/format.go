@@ -134,6 +134,9 @@ func mdColumns(c Config, first Result) []column {
 	if !slices.Equal(c.Waves, d.Waves) {
 		cols = append(cols, column{"wave", 4, func(r Result) string { return strconv.Itoa(r.Wave) }})
 	}
+	if !slices.Equal(c.CoopMat, d.CoopMat) {
+		cols = append(cols, column{"coopmat", 7, func(r Result) string { return r.CoopMat }})
+	}
 	return append(cols,
 		column{"test", 15, func(r Result) string { return r.Test }},
 		column{"t/s", 20, func(r Result) string { return fmt.Sprintf("%.2f ± %.2f", r.AvgTs, r.StddevTs) }},

@@ -34,6 +34,7 @@ type Result struct {
 	UBatch       int       `json:"n_ubatch"`
 	FlashAttn    int       `json:"flash_attn"`
 	Wave         int       `json:"wave"`          // the wave flash attention was asked to use (auto resolved)
+	CoopMat      string    `json:"coopmat"`       // whether prefill products ran on cooperative matrices: on or off
 	SubgroupSize int       `json:"subgroup_size"` // the hardware subgroup size it ran with
 	TuneProfile  string    `json:"tune_profile"`  // the infer tune profile applied, "none" for built-in defaults; empty on the CPU
 	Prompt       int       `json:"n_prompt"`
@@ -100,6 +101,10 @@ func (r *runner) describe(spec string, f *gguf.File, be backend.Backend, ub int)
 		// Every layer runs on the device: llama-bench's -ngl 99.
 		res.GPULayers = 99
 		res.Wave, res.SubgroupSize = e.Wave()
+		res.CoopMat = "off"
+		if e.CoopMat().On() {
+			res.CoopMat = "on"
+		}
 		res.TuneProfile = "none"
 		if p := e.Tuning(); p != nil {
 			res.TuneProfile = p.Path
@@ -107,6 +112,7 @@ func (r *runner) describe(spec string, f *gguf.File, be backend.Backend, ub int)
 		return res
 	}
 	res.Backend, res.Device = "CPU", cpuName() // llama-bench's name; the thread count has its own column
+	res.CoopMat = "off"
 	res.Threads = r.c.Threads
 	if res.Threads == 0 {
 		res.Threads = runtime.NumCPU()

@@ -20,6 +20,7 @@ func benchCmd(args []string) error {
 	var (
 		pgs    []string
 		waves  []string
+		coops  []string
 		lo     loadFlags
 		output string
 		ngl    int
@@ -39,7 +40,7 @@ func benchCmd(args []string) error {
 	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&lo.tune, "tune-profile", "", tuneProfileUsage)
 	fs.StringVar(&lo.intDot, "int-dot", "auto", intDotUsage)
-	fs.StringVar(&lo.coopMat, "coopmat", "auto", coopMatUsage)
+	fs.StringSliceVar(&coops, "coopmat", []string{"auto"}, coopMatUsage+" (a comma list: each is measured, in a column of its own)")
 	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(bench.Formats, ", "))
 	fs.BoolVar(&c.Progress, "progress", false, "print each step on stderr")
 	if err := fs.Parse(longFlags(args)); err != nil {
@@ -87,18 +88,21 @@ func benchCmd(args []string) error {
 	if lo.backend == "cpu" && lo.intDot == "on" {
 		return errIntDotCPU
 	}
-	if _, err := parseCoopMat(lo.coopMat); err != nil {
-		return err
-	}
-	if lo.backend == "cpu" && lo.coopMat == "on" {
-		return errCoopMatCPU
+	c.CoopMat = coops
+	for _, cm := range coops {
+		if _, err := parseCoopMat(cm); err != nil {
+			return err
+		}
+		if lo.backend == "cpu" && cm == "on" {
+			return errCoopMatCPU
+		}
 	}
 	lo.threads = c.Threads
-	c.Open = func(wave int, flashAttn bool) (backend.Backend, error) {
+	c.Open = func(in bench.Instance) (backend.Backend, error) {
 		l := lo
-		l.wave, l.flash = "auto", flashAttn
-		if wave != 0 {
-			l.wave = strconv.Itoa(wave)
+		l.wave, l.flash, l.coopMat = "auto", in.FlashAttn, in.CoopMat
+		if in.Wave != 0 {
+			l.wave = strconv.Itoa(in.Wave)
 		}
 		return l.openBackend()
 	}

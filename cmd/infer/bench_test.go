@@ -195,6 +195,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bad int-dot", []string{"-m", story, "--int-dot", "maybe"}, "want on, off or auto"},
 		{"coopmat on the CPU", []string{"-m", story, "--backend", "cpu", "--coopmat", "on"}, "CPU backend has no cooperative matrices"},
 		{"bad coopmat", []string{"-m", story, "--coopmat", "maybe"}, `--coopmat "maybe": want on, off or auto`},
+		{"bad coopmat in a list", []string{"-m", story, "--coopmat", "on,maybe"}, `--coopmat "maybe": want on, off or auto`},
 		{"unknown flag", []string{"-m", story, "--nonsense"}, "unknown flag"},
 		{"stray argument", []string{"-m", story, "extra"}, "unexpected argument"},
 		{"negative ngl", []string{"-m", story, "-ngl", "-1"}, "-ngl -1"},

@@ -130,6 +130,13 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 			// backend is faster than emulating a GPU on the same cores.
 			err = fmt.Errorf("the only Vulkan device, %s, is a CPU driver (--backend vulkan runs on it anyway)", dev.Info().Name)
 			dev.Close()
+			// Asked-for GPU paths are not quietly dropped with the GPU.
+			switch {
+			case l.intDot == "on":
+				return nil, fmt.Errorf("%w; %v", errIntDotCPU, err)
+			case l.coopMat == "on":
+				return nil, fmt.Errorf("%w; %v", errCoopMatCPU, err)
+			}
 			fmt.Fprintf(os.Stderr, "backend: %v; using the CPU backend\n", err)
 			return cpu.New(l.threads), nil
 		}
