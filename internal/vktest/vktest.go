@@ -83,3 +83,17 @@ func watch(t testing.TB, d *vk.Device) {
 		}
 	})
 }
+
+// CoopEmulationBroken says why the software emulation of cooperative
+// matrices (coopmat.glsl's COOPMAT_EMULATE builds) cannot be checked on
+// device d, "" where it can. Mesa 22.3's lavapipe computes wrong results
+// for emulated tiles of more than one fragment per subgroup, and for some
+// emulated attention tiles, which Mesa 25's lavapipe and NVIDIA's driver
+// compute correctly (docs/VULKAN.md); the emulation runs only in tests, so
+// its tests log this and check nothing there.
+func CoopEmulationBroken(d *vk.Device) string {
+	if i := d.Info(); i.Type == "cpu" && strings.HasPrefix(i.DriverInfo, "Mesa 22.") {
+		return fmt.Sprintf("%s (%s) miscomputes the emulated cooperative-matrix kernels", i.Name, i.DriverInfo)
+	}
+	return ""
+}
