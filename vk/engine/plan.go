@@ -138,7 +138,7 @@ func (o *planOps) wrote(t *tensor) {
 // q8Out is program.q8Out: whether a kernel writing t writes its 8-bit
 // copy too (which it then registers).
 func (o *planOps) q8Out(t *tensor) bool {
-	if !o.pl.q8Weights || !q8Able(t) {
+	if !o.pl.q8Weights || !q8Able(t) || o.pl.e.k.CoopTakes(t.rows, t.cols) {
 		return false
 	}
 	if _, ok := o.q8[t]; !ok {

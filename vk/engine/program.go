@@ -245,10 +245,11 @@ func (p *program) productCoop(d, m, a *tensor) {
 
 // q8Out returns the 8-bit copy a kernel writing activation t should fill
 // as it goes, or nil where products take f32 activations: without the
-// integer path or weights that use it, or for rows that are not whole
-// blocks of 32 values.
+// integer path or weights that use it, for rows that are not whole blocks
+// of 32 values, or for a batch the cooperative-matrix products take (they
+// read an f16 copy).
 func (p *program) q8Out(t *tensor) *actCopy {
-	if !p.e.q8Weights || !q8Able(t) {
+	if !p.e.q8Weights || !q8Able(t) || p.e.k.CoopTakes(t.rows, t.cols) {
 		return nil
 	}
 	return p.q8Copy(t)

@@ -93,8 +93,14 @@ func HasCoop(t quant.Type) bool {
 // weights of type t runs on the cooperative-matrix kernel: in prefill (the
 // matrix-vector kernels keep decode), for rows of whole 16-byte words of
 // f16.
-func (k *Kernels) UseCoop(t quant.Type, n, K int) bool {
-	return k.coopOn() && n > MaxMatVecCols && K%8 == 0 && HasCoop(t)
+func (k *Kernels) UseCoop(t quant.Type, n, K int) bool { return k.CoopTakes(n, K) && HasCoop(t) }
+
+// CoopTakes says whether products of n activation columns of K values run
+// on the cooperative-matrix kernel for every weight type it takes, which
+// include all of HasQ8's: no product of such activations reads an 8-bit
+// copy of them.
+func (k *Kernels) CoopTakes(n, K int) bool {
+	return k.coopOn() && n > MaxMatVecCols && K%8 == 0
 }
 
 func (k *Kernels) coopOn() bool { return k.CoopMat.On() || k.CoopEmulated }
