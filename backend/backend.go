@@ -39,6 +39,12 @@ type Attention struct {
 	KVHeads int     // key/value heads; Heads is a multiple of KVHeads
 	HeadDim int     // values per head
 	Scale   float32 // multiplies q·k, usually 1/sqrt(HeadDim)
+	// Window is 0 for attention over every earlier position, or W > 0 for
+	// a sliding window: the row at position p sees keys p-W+1 … p only
+	// (masked where p_query - p_key >= W, llama.cpp's
+	// LLAMA_SWA_TYPE_STANDARD). The layer's cache must keep at least
+	// W-1+N slots (Cache.Slots) when it is a ring.
+	Window int
 }
 
 // Ops records the operations of a forward pass over a batch of N tokens at
@@ -69,8 +75,18 @@ type Ops interface {
 	// Attend computes causal attention of q (N × Heads*HeadDim) over the layer's
 	// cache positions 0..pos+i for row i, writing N × Heads*HeadDim to dst.
 	Attend(dst, q Tensor, layer int, a Attention)
+	// HeadNorm normalises x in place per head: every consecutive run of
+	// headDim values of every row (a row holds heads·headDim values) is
+	// replaced by its RMS norm, run / sqrt(mean(run²) + eps), times w
+	// (headDim values). Qwen3 and Gemma 3 apply it to Q and K before RoPE.
+	HeadNorm(x, w Tensor, headDim int, eps float32)
 	// SwiGLU sets dst = silu(gate) * up. dst may be gate.
 	SwiGLU(dst, gate, up Tensor)
+	// GeGLU sets dst = gelu(gate) * up with ggml_gelu's tanh form,
+	// gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). dst may be gate.
+	GeGLU(dst, gate, up Tensor)
+	// Scale multiplies x by s in place.
+	Scale(x Tensor, s float32)
 	// CopyRows sets dst = x[first : first+dst.Rows()].
 	CopyRows(dst, x Tensor, first int)
 	// Output marks t to be read back by Program.Run, in the order of the calls.
@@ -88,10 +104,87 @@ type Program interface {
 }
 
 // Cache describes the KV cache a backend keeps for a model.
+//
+// A layer with a sliding window keeps only the positions its attention can
+// still see, as a ring: position p lives in slot p mod Slots(layer). A batch
+// of n <= Batch tokens at pos writes pos … pos+n-1 and its first row reads
+// keys from pos-W+1, a span of W-1+n <= Slots positions, so no slot a batch
+// reads is overwritten by the same batch. A global layer is the case
+// Slots == Context of the same mapping.
 type Cache struct {
 	Layers  int
 	Context int // positions
 	KVDim   int // KVHeads*HeadDim per position for both K and V
+	// Windows holds each layer's attention window (Attention.Window); nil,
+	// or 0 for a layer, means global attention.
+	Windows []int
+	// Batch is the most tokens one program runs (the ubatch). It sizes the
+	// rings of sliding layers; 0 means Context (no ring is smaller than the
+	// context).
+	Batch int
+}
+
+// Window is layer l's attention window, 0 for a global layer.
+func (c Cache) Window(l int) int {
+	if l < len(c.Windows) {
+		return c.Windows[l]
+	}
+	return 0
+}
+
+// Slots is the number of positions layer l keeps: Context for a global
+// layer, min(Context, Window+Batch-1) for a sliding one.
+func (c Cache) Slots(l int) int {
+	w, batch := c.Window(l), c.Batch
+	if batch <= 0 {
+		batch = c.Context
+	}
+	if w <= 0 {
+		return c.Context
+	}
+	return min(c.Context, w+batch-1)
+}
+
+// TotalSlots is Σ_l Slots(l), the positions the whole cache holds: its
+// size is TotalSlots·KVDim values for K and as many for V.
+func (c Cache) TotalSlots() int {
+	n := 0
+	for l := range c.Layers {
+		n += c.Slots(l)
+	}
+	return n
+}
+
+// Check validates the shape of c for every backend.
+func (c Cache) Check() error {
+	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 || c.Batch < 0 {
+		return fmt.Errorf("invalid KV cache shape: %d layers, context %d, %d values per position, batch %d", c.Layers, c.Context, c.KVDim, c.Batch)
+	}
+	if c.Windows != nil && len(c.Windows) != c.Layers {
+		return fmt.Errorf("invalid KV cache shape: %d attention windows for %d layers", len(c.Windows), c.Layers)
+	}
+	for l, w := range c.Windows {
+		if w < 0 {
+			return fmt.Errorf("invalid KV cache shape: layer %d has attention window %d", l, w)
+		}
+	}
+	return nil
+}
+
+// CheckWindow says whether a batch of n tokens can attend over layer l's
+// cache with attention window w (0: global): a ring (Slots < Context) must
+// belong to a sliding layer and hold the W-1+n positions the batch reads.
+func (c Cache) CheckWindow(l, n, w int) error {
+	s := c.Slots(l)
+	switch {
+	case w < 0:
+		return fmt.Errorf("layer %d: attention window %d", l, w)
+	case s < c.Context && w == 0:
+		return fmt.Errorf("layer %d: global attention over a cache that keeps only %d of %d positions", l, s, c.Context)
+	case s < c.Context && w-1+n > s:
+		return fmt.Errorf("layer %d: a batch of %d tokens with window %d needs %d cache slots, the ring has %d", l, n, w, w-1+n, s)
+	}
+	return nil
 }
 
 // Backend places weights, owns the KV cache and records programs.

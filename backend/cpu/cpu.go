@@ -38,7 +38,7 @@ type Backend struct {
 	// backend stores them, so the two engines can be compared closely.
 	F16KV bool
 	cache backend.Cache
-	k, v  [][]float32 // per layer: [Context][KVDim]
+	k, v  [][]float32 // per layer: [cache.Slots(layer)][KVDim]
 }
 
 // New returns a CPU backend using up to threads goroutines per op
@@ -80,17 +80,18 @@ func (b *Backend) Weight(name string, t quant.Type, rows, cols int, data []byte)
 // the KV cache is allocated by InitCache, so there is nothing to check ahead.
 func (b *Backend) Reserve(uint64, backend.Cache) error { return nil }
 
-// InitCache implements backend.Backend.
+// InitCache implements backend.Backend. Layer l keeps c.Slots(l)
+// positions: all of them for a global layer, a ring for a sliding one.
 func (b *Backend) InitCache(c backend.Cache) error {
-	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 {
-		return fmt.Errorf("cpu: invalid KV cache shape %+v", c)
+	if err := c.Check(); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	b.cache = c
 	b.k = make([][]float32, c.Layers)
 	b.v = make([][]float32, c.Layers)
 	for l := range c.Layers {
-		b.k[l] = make([]float32, c.Context*c.KVDim)
-		b.v[l] = make([]float32, c.Context*c.KVDim)
+		b.k[l] = make([]float32, c.Slots(l)*c.KVDim)
+		b.v[l] = make([]float32, c.Slots(l)*c.KVDim)
 	}
 	return nil
 }

@@ -282,6 +282,8 @@ func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	})
 }
 
+// StoreKV writes position pos+i into slot (pos+i) mod Slots(layer): for a
+// global layer that is slot pos+i, for a sliding one its ring.
 func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 	if rope != nil {
 		p.RoPE(k, *rope)
@@ -292,19 +294,29 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 		p.fail("store_kv: layer %d of %d, k %dx%d, v %dx%d, cache rows of %d", layer, c.Layers, kt.rows, kt.cols, vt.rows, vt.cols, c.KVDim)
 		return
 	}
+	slots := c.Slots(layer)
+	if p.n > slots {
+		p.fail("store_kv: a batch of %d tokens into layer %d's ring of %d slots", p.n, layer, slots)
+		return
+	}
 	p.add(func(st *step) {
-		kd, vd := p.b.k[layer][st.pos*c.KVDim:], p.b.v[layer][st.pos*c.KVDim:]
-		copy(kd, kt.data)
-		copy(vd, vt.data)
-		if p.b.F16KV {
-			for i := range kt.data {
-				kd[i] = float16.Fromfloat32(kd[i]).Float32()
-				vd[i] = float16.Fromfloat32(vd[i]).Float32()
+		for i := range p.n {
+			off := (st.pos + i) % slots * c.KVDim
+			kd, vd := p.b.k[layer][off:off+c.KVDim], p.b.v[layer][off:off+c.KVDim]
+			copy(kd, kt.row(i))
+			copy(vd, vt.row(i))
+			if p.b.F16KV {
+				for j := range kd {
+					kd[j] = float16.Fromfloat32(kd[j]).Float32()
+					vd[j] = float16.Fromfloat32(vd[j]).Float32()
+				}
 			}
 		}
 	})
 }
 
+// Attend reads the keys and values of position t from slot t mod
+// Slots(layer), the mapping StoreKV writes.
 func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
 	d, qt := act(dst), act(q)
 	c := p.b.cache
@@ -313,31 +325,47 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		p.fail("attention: q %dx%d for %d heads (%d KV) of %d, cache rows of %d", qt.rows, qt.cols, a.Heads, a.KVHeads, a.HeadDim, c.KVDim)
 		return
 	}
+	if err := c.CheckWindow(layer, qt.rows, a.Window); err != nil {
+		p.fail("attention: %v", err)
+		return
+	}
 	group := a.Heads / a.KVHeads
+	slots := c.Slots(layer)
 	p.add(func(st *step) {
 		keys, vals := p.b.k[layer], p.b.v[layer]
-		p.parallel(qt.rows*a.Heads, (st.pos+qt.rows)*a.HeadDim*2, func(lo, hi int) {
-			scores := make([]float64, st.pos+qt.rows)
+		span := st.pos + qt.rows // keys the last row sees
+		if a.Window > 0 {
+			span = min(span, a.Window)
+		}
+		p.parallel(qt.rows*a.Heads, span*a.HeadDim*2, func(lo, hi int) {
+			scores := make([]float64, span)
 			acc := make([]float64, a.HeadDim)
 			for job := lo; job < hi; job++ {
 				i, h := job/a.Heads, job%a.Heads
 				kvOff := (h / group) * a.HeadDim
 				qh := qt.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
-				n := st.pos + i + 1 // causal: positions 0..pos+i
+				// Row i at position pos+i sees positions first..pos+i.
+				last := st.pos + i
+				first := 0
+				if a.Window > 0 {
+					first = max(0, last-a.Window+1)
+				}
+				at := func(buf []float32, t int) []float32 {
+					off := t%slots*c.KVDim + kvOff
+					return buf[off : off+a.HeadDim]
+				}
 				mx := math.Inf(-1)
-				for t := range n {
-					kr := keys[t*c.KVDim+kvOff : t*c.KVDim+kvOff+a.HeadDim]
-					s := float64(dot(qh, kr)) * float64(a.Scale)
-					scores[t] = s
+				for t := first; t <= last; t++ {
+					s := float64(dot(qh, at(keys, t))) * float64(a.Scale)
+					scores[t-first] = s
 					mx = max(mx, s)
 				}
 				clear(acc)
 				var sum float64
-				for t := range n {
-					e := math.Exp(scores[t] - mx)
+				for t := first; t <= last; t++ {
+					e := math.Exp(scores[t-first] - mx)
 					sum += e
-					vr := vals[t*c.KVDim+kvOff : t*c.KVDim+kvOff+a.HeadDim]
-					for j, v := range vr {
+					for j, v := range at(vals, t) {
 						acc[j] += e * float64(v)
 					}
 				}
@@ -350,6 +378,28 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	})
 }
 
+// HeadNorm is RMSNorm over each head of each row.
+func (p *program) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
+	s, g := act(x), act(w)
+	if headDim <= 0 || s.cols%headDim != 0 || len(g.data) != headDim {
+		p.fail("head_norm: rows of %d in heads of %d, weight %d", s.cols, headDim, len(g.data))
+		return
+	}
+	p.add(func(*step) {
+		for off := 0; off < len(s.data); off += headDim {
+			head := s.data[off : off+headDim]
+			var ss float64
+			for _, v := range head {
+				ss += float64(v) * float64(v)
+			}
+			scale := float32(1 / math.Sqrt(ss/float64(headDim)+float64(eps)))
+			for j, v := range head {
+				head[j] = v * scale * g.data[j]
+			}
+		}
+	})
+}
+
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
 	d, g, u := act(dst), act(gate), act(up)
 	if len(d.data) != len(g.data) || len(g.data) != len(u.data) {
@@ -359,6 +409,36 @@ func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
 	p.add(func(*step) {
 		for i, x := range g.data {
 			d.data[i] = x / (1 + float32(math.Exp(-float64(x)))) * u.data[i]
+		}
+	})
+}
+
+// GeGLU evaluates gelu in float64; llama.cpp's CPU backend reads it from
+// a table of f16 inputs, its GPU backends compute it as here.
+func (p *program) GeGLU(dst, gate, up backend.Tensor) {
+	d, g, u := act(dst), act(gate), act(up)
+	if len(d.data) != len(g.data) || len(g.data) != len(u.data) {
+		p.fail("geglu: sizes %d, %d, %d", len(d.data), len(g.data), len(u.data))
+		return
+	}
+	p.add(func(*step) {
+		for i, x := range g.data {
+			d.data[i] = float32(gelu(float64(x))) * u.data[i]
+		}
+	})
+}
+
+// gelu is ggml_gelu's tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+func gelu(x float64) float64 {
+	const sqrt2OverPi = 0.79788456080286535587989211986876
+	return 0.5 * x * (1 + math.Tanh(sqrt2OverPi*x*(1+0.044715*x*x)))
+}
+
+func (p *program) Scale(x backend.Tensor, s float32) {
+	t := act(x)
+	p.add(func(*step) {
+		for i := range t.data {
+			t.data[i] *= s
 		}
 	})
 }

@@ -282,6 +282,10 @@ func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		o.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
+	if a.Window > 0 {
+		o.fail(errSlidingWindow)
+		return
+	}
 	d := act(dst)
 	o.wrote(d)
 	if e.plainAttention(a) {
@@ -346,6 +350,14 @@ func (o *planOps) SwiGLU(dst, gate, up backend.Tensor) {
 	}
 	o.add(fmt.Sprintf("swiglu %d", d.cols), 0, o.pl.e.k.SwiGLUSpec())
 }
+
+func (o *planOps) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
+	o.fail(notYet("HeadNorm"))
+}
+
+func (o *planOps) GeGLU(dst, gate, up backend.Tensor) { o.fail(notYet("GeGLU")) }
+
+func (o *planOps) Scale(x backend.Tensor, s float32) { o.fail(notYet("Scale")) }
 
 func (o *planOps) CopyRows(dst, x backend.Tensor, first int) {
 	d := act(dst)

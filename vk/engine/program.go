@@ -351,6 +351,10 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		p.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
+	if a.Window > 0 {
+		p.fail(errSlidingWindow)
+		return
+	}
 	out, in := act(dst).b, act(q).b
 	kc, vc := whole(p.e.kc[layer]), whole(p.e.vc[layer])
 	reads := bindings(in, kc, vc, whole(p.step))
@@ -416,6 +420,16 @@ func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
 		return p.e.k.SwiGLU(p.seq, d.b, g.b, u.b, d.rows*d.cols)
 	})
 }
+
+// HeadNorm, GeGLU and Scale (issue 18) have no kernels yet: a model that
+// needs them fails to record with a clear error until they land.
+func (p *program) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
+	p.fail(notYet("HeadNorm"))
+}
+
+func (p *program) GeGLU(dst, gate, up backend.Tensor) { p.fail(notYet("GeGLU")) }
+
+func (p *program) Scale(x backend.Tensor, s float32) { p.fail(notYet("Scale")) }
 
 func (p *program) CopyRows(dst, x backend.Tensor, first int) {
 	d, s := act(dst), act(x)
