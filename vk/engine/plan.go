@@ -215,7 +215,7 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 func (o *planOps) productQ8(d, m, a *tensor, residual bool) {
 	k := o.pl.e.k
 	if !o.q8[a] {
-		o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec(false))
+		o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec())
 		o.q8[a] = true
 	}
 	if a.rows > kernels.MaxMatVecCols {
@@ -339,16 +339,19 @@ func attentionOp(p attention.Plan) string {
 	return s
 }
 
-func (o *planOps) SwiGLU(dst, gate, up backend.Tensor) {
-	d, g, u := act(dst), act(gate), act(up)
-	q8 := o.q8Out(d) && q8Able(g) && q8Able(u)
+func (o *planOps) SwiGLU(dst, gate, up backend.Tensor) { o.gated(kernels.SwiGLU, dst, gate, up) }
+
+// gated is program.gated.
+func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
+	d, a, u := act(dst), act(gate), act(up)
+	q8 := o.q8Out(d) && q8Able(a) && q8Able(u)
 	o.wrote(d)
 	if q8 {
-		o.add(fmt.Sprintf("swiglu %d +q8", d.cols), 0, o.pl.e.k.QuantizeQ8Spec(true))
+		o.add(fmt.Sprintf("%s %d +q8", g, d.cols), 0, o.pl.e.k.GatedQ8Spec(g))
 		o.q8[d] = true
 		return
 	}
-	o.add(fmt.Sprintf("swiglu %d", d.cols), 0, o.pl.e.k.SwiGLUSpec())
+	o.add(fmt.Sprintf("%s %d", g, d.cols), 0, o.pl.e.k.GatedSpec(g))
 }
 
 func (o *planOps) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {

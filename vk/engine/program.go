@@ -406,18 +406,21 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	}
 }
 
-func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
-	d, g, u := act(dst), act(gate), act(up)
-	if c := p.q8Out(d); c != nil && q8Able(g) && q8Able(u) {
+func (p *program) SwiGLU(dst, gate, up backend.Tensor) { p.gated(kernels.SwiGLU, dst, gate, up) }
+
+// gated records dst = act(gate) * up, the gated FFN activation g.
+func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
+	d, a, u := act(dst), act(gate), act(up)
+	if c := p.q8Out(d); c != nil && q8Able(a) && q8Able(u) {
 		// The result feeds the down projection, in 8 bits.
-		p.op(bindings(g.b, u.b), bindings(d.b, c.b), func() error {
-			return p.e.k.SwiGLUQ8(p.seq, c.b, d.b, g.b, u.b, d.rows, d.cols)
+		p.op(bindings(a.b, u.b), bindings(d.b, c.b), func() error {
+			return p.e.k.GatedQ8(p.seq, g, c.b, d.b, a.b, u.b, d.rows, d.cols)
 		})
 		c.fresh = true
 		return
 	}
-	p.op(bindings(g.b, u.b), bindings(d.b), func() error {
-		return p.e.k.SwiGLU(p.seq, d.b, g.b, u.b, d.rows*d.cols)
+	p.op(bindings(a.b, u.b), bindings(d.b), func() error {
+		return p.e.k.Gated(p.seq, g, d.b, a.b, u.b, d.rows*d.cols)
 	})
 }
 

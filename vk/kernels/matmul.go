@@ -137,19 +137,38 @@ func DecodeQ8(raw []byte, n, K int) ([]float32, error) {
 // QuantizeQ8 records the rounding of n columns of K f32 activations (K a
 // multiple of 32) to the q8 layout in dst (quantize_q8.comp).
 func (k *Kernels) QuantizeQ8(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
-	return k.quantizeQ8(s, dst, x, nil, nil, n, K)
+	return k.quantizeQ8(s, q8Copy, dst, x, nil, nil, n, K)
 }
 
-// SwiGLUQ8 records out = silu(gate) * up over n columns of K values (K a
-// multiple of 32), written both as f32 to out and in the q8 layout to dst:
-// the SwiGLU fused with the rounding of its result.
-func (k *Kernels) SwiGLUQ8(s *vk.Sequence, dst, out, gate, up vk.Binding, n, K int) error {
-	return k.quantizeQ8(s, dst, gate, &up, &out, n, K)
+// GatedQ8 records out = act(gate) * up for activation g over n columns of
+// K values (K a multiple of 32), written both as f32 to out and in the q8
+// layout to dst: decode's gated FFN activation fused with the rounding of
+// its result.
+func (k *Kernels) GatedQ8(s *vk.Sequence, g GLU, dst, out, gate, up vk.Binding, n, K int) error {
+	if err := g.check(); err != nil {
+		return err
+	}
+	return k.quantizeQ8(s, g.q8Op(), dst, gate, &up, &out, n, K)
 }
 
-// quantizeQ8 records quantize_q8: of x alone, or (y and out not nil) of
-// silu(x) * y, also written to out.
-func (k *Kernels) quantizeQ8(s *vk.Sequence, dst, x vk.Binding, y, out *vk.Binding, n, K int) error {
+// Operations of quantize_q8.comp (its OP specialization constant).
+const (
+	q8Copy   = 0
+	q8SwiGLU = 1
+	q8GeGLU  = 2
+)
+
+// q8Op is g's OP in quantize_q8.comp.
+func (g GLU) q8Op() uint32 {
+	if g == GeGLU {
+		return q8GeGLU
+	}
+	return q8SwiGLU
+}
+
+// quantizeQ8 records quantize_q8: of x alone (op q8Copy), or (y and out
+// not nil) of act(x) * y, also written to out.
+func (k *Kernels) quantizeQ8(s *vk.Sequence, op uint32, dst, x vk.Binding, y, out *vk.Binding, n, K int) error {
 	if err := positive("quantize_q8", n, K); err != nil {
 		return err
 	}
@@ -178,24 +197,29 @@ func (k *Kernels) quantizeQ8(s *vk.Sequence, dst, x vk.Binding, y, out *vk.Bindi
 	if err := need("quantize_q8 dst", dst, Q8Bytes(n, K)); err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.QuantizeQ8Spec(y != nil))
+	p, err := k.pipeline(quantizeQ8Spec(op))
 	if err != nil {
 		return err
 	}
 	blocks := n * K / 32
 	gx, gy := k.grid(ceil(blocks, Lanes))
-	if y != nil {
+	switch op {
+	case q8SwiGLU:
 		s.Label("swiglu")
+	case q8GeGLU:
+		s.Label("geglu")
 	}
 	s.Dispatch(p, []vk.Binding{dst, x, yb, ob}, vk.Push(uint32(blocks)), gx, gy, 1)
 	return nil
 }
 
-// QuantizeQ8Spec is the pipeline QuantizeQ8 builds, or with swiglu
-// SwiGLUQ8.
-func (k *Kernels) QuantizeQ8Spec(swiglu bool) vk.PipelineSpec {
-	return spec("quantize_q8", 4, 4, 0, Lanes, b32(swiglu))
-}
+func quantizeQ8Spec(op uint32) vk.PipelineSpec { return spec("quantize_q8", 4, 4, 0, Lanes, op) }
+
+// QuantizeQ8Spec is the pipeline QuantizeQ8 builds.
+func (k *Kernels) QuantizeQ8Spec() vk.PipelineSpec { return quantizeQ8Spec(q8Copy) }
+
+// GatedQ8Spec is the pipeline GatedQ8 builds for g.
+func (k *Kernels) GatedQ8Spec(g GLU) vk.PipelineSpec { return quantizeQ8Spec(g.q8Op()) }
 
 // MatVecQ8With records dst = W·x (+ r when r is not nil; dst may be r) for
 // n columns of activations xq in the q8 layout (QuantizeQ8), for weight

@@ -56,6 +56,18 @@ func (k *Kernels) RMSNorm(s *vk.Sequence, dst, x, w vk.Binding, rows, cols int, 
 	return k.rmsNorm(s, dst, nil, x, w, rows, cols, eps)
 }
 
+// HeadNorm records the RMS norm of every head of x in place: x holds rows
+// of heads*headDim values, and each run of headDim values becomes
+// run / sqrt(mean(run^2) + eps) * w, w holding headDim values (the Q and K
+// norms of Qwen3 and Gemma 3). It is RMSNorm over the (rows*heads) x
+// headDim view of x, one workgroup per head.
+func (k *Kernels) HeadNorm(s *vk.Sequence, x, w vk.Binding, rows, heads, headDim int, eps float32) error {
+	if err := positive("head_norm", rows, heads, headDim); err != nil {
+		return err
+	}
+	return k.rmsNorm(s, x, nil, x, w, rows*heads, headDim, eps)
+}
+
 // RMSNormQ8 is RMSNorm that also writes dst in the q8 layout (as
 // QuantizeQ8 would) to q8, for cols a multiple of 32 and bindings at
 // multiples of 16 bytes.
@@ -208,11 +220,14 @@ const (
 	opAdd    = 0
 	opSwiGLU = 1
 	opCopy   = 2
+	opGeGLU  = 3
+	opScale  = 4
 )
 
 // eltwise records dst = op(a, b) over rows x cols with row strides in
-// floats (a b stride of 0 broadcasts b's first row).
-func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.Binding, rows, cols, ds, as, bs int) error {
+// floats (a b stride of 0 broadcasts b's first row); scale is opScale's
+// factor.
+func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.Binding, rows, cols, ds, as, bs int, scale float32) error {
 	if err := positive(name, rows, cols); err != nil {
 		return err
 	}
@@ -226,7 +241,7 @@ func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.B
 	if err := need(name+" a", a, extent(as)); err != nil {
 		return err
 	}
-	if op != opCopy {
+	if op != opCopy && op != opScale {
 		if err := need(name+" b", b, extent(bs)); err != nil {
 			return err
 		}
@@ -240,41 +255,84 @@ func (k *Kernels) eltwise(s *vk.Sequence, name string, op uint32, dst, a, b vk.B
 	}
 	gx, gy := k.grid(ceil(rows*cols, Lanes))
 	s.Dispatch(p, []vk.Binding{dst, a, b},
-		vk.Push(uint32(rows), uint32(cols), uint32(ds), uint32(as), uint32(bs)), gx, gy, 1)
+		vk.Push(uint32(rows), uint32(cols), uint32(ds), uint32(as), uint32(bs), scale), gx, gy, 1)
 	return nil
 }
 
-func eltwiseSpec(op uint32) vk.PipelineSpec { return spec("eltwise", 3, 20, 0, Lanes, op) }
+func eltwiseSpec(op uint32) vk.PipelineSpec { return spec("eltwise", 3, 24, 0, Lanes, op) }
 
 // AddSpec is the pipeline Add and AddBias build.
 func (k *Kernels) AddSpec() vk.PipelineSpec { return eltwiseSpec(opAdd) }
 
-// SwiGLUSpec is the pipeline SwiGLU builds.
-func (k *Kernels) SwiGLUSpec() vk.PipelineSpec { return eltwiseSpec(opSwiGLU) }
+// GLU is the activation of a gated FFN, dst = act(gate) * up.
+type GLU int
+
+const (
+	SwiGLU GLU = iota // act = silu (Llama, Qwen, Phi-3)
+	GeGLU             // act = gelu in ggml_gelu's tanh form (Gemma)
+)
+
+func (g GLU) String() string {
+	if g == GeGLU {
+		return "geglu"
+	}
+	return "swiglu"
+}
+
+// check refuses an activation the kernels do not know.
+func (g GLU) check() error {
+	if g != SwiGLU && g != GeGLU {
+		return fmt.Errorf("kernels: gated activation %d", int(g))
+	}
+	return nil
+}
+
+// eltwiseOp is g's OP in eltwise.comp.
+func (g GLU) eltwiseOp() uint32 {
+	if g == GeGLU {
+		return opGeGLU
+	}
+	return opSwiGLU
+}
+
+// GatedSpec is the pipeline Gated builds for g.
+func (k *Kernels) GatedSpec(g GLU) vk.PipelineSpec { return eltwiseSpec(g.eltwiseOp()) }
 
 // CopyRowsSpec is the pipeline CopyRows builds.
 func (k *Kernels) CopyRowsSpec() vk.PipelineSpec { return eltwiseSpec(opCopy) }
 
+// ScaleSpec is the pipeline Scale builds.
+func (k *Kernels) ScaleSpec() vk.PipelineSpec { return eltwiseSpec(opScale) }
+
 // Add records dst = a + b over count values; dst may be a or b.
 func (k *Kernels) Add(s *vk.Sequence, dst, a, b vk.Binding, count int) error {
-	return k.eltwise(s, "add", opAdd, dst, a, b, 1, count, count, count, count)
+	return k.eltwise(s, "add", opAdd, dst, a, b, 1, count, count, count, count, 0)
 }
 
-// SwiGLU records dst = silu(gate) * up over count values.
-func (k *Kernels) SwiGLU(s *vk.Sequence, dst, gate, up vk.Binding, count int) error {
-	return k.eltwise(s, "swiglu", opSwiGLU, dst, gate, up, 1, count, count, count, count)
+// Gated records dst = act(gate) * up over count values for activation g;
+// dst may be gate or up.
+func (k *Kernels) Gated(s *vk.Sequence, g GLU, dst, gate, up vk.Binding, count int) error {
+	if err := g.check(); err != nil {
+		return err
+	}
+	return k.eltwise(s, g.String(), g.eltwiseOp(), dst, gate, up, 1, count, count, count, count, 0)
+}
+
+// Scale records dst = x * f over count values; dst may be x.
+func (k *Kernels) Scale(s *vk.Sequence, dst, x vk.Binding, count int, f float32) error {
+	return k.eltwise(s, "scale", opScale, dst, x, x, 1, count, count, count, count, f)
 }
 
 // AddBias records dst[r] = x[r] + bias for rows x cols values; dst may be x.
 func (k *Kernels) AddBias(s *vk.Sequence, dst, x, bias vk.Binding, rows, cols int) error {
-	return k.eltwise(s, "add_bias", opAdd, dst, x, bias, rows, cols, cols, cols, 0)
+	return k.eltwise(s, "add_bias", opAdd, dst, x, bias, rows, cols, cols, cols, 0, 0)
 }
 
 // CopyRows records dst[r][0:cols] = src[r][0:cols] for rows rows whose
 // starts are dstStride and srcStride floats apart (e.g. splitting a fused
 // QKV projection, or keeping the last row of a batch).
 func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstStride, srcStride int) error {
-	return k.eltwise(s, "copy_rows", opCopy, dst, src, src, rows, cols, dstStride, srcStride, cols)
+	return k.eltwise(s, "copy_rows", opCopy, dst, src, src, rows, cols, dstStride, srcStride, cols, 0)
 }
 
 // StoreKV records the conversion of n f32 rows of kvDim values (src) to f16

@@ -111,6 +111,53 @@ func TestRMSNorm(t *testing.T) {
 	}
 }
 
+// TestHeadNorm normalises every head of rows of heads*headDim values in
+// place with one weight of headDim values (Qwen3's and Gemma 3's Q and K
+// norms): the head dims of real models and awkward row and head counts.
+func TestHeadNorm(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct{ rows, heads, headDim int }{
+		{1, 1, 64}, {7, 3, 128}, {257, 4, 256}, {1, 16, 128}, {5, 8, 256}, {3, 5, 80}, {17, 2, 7},
+	} {
+		t.Run(fmt.Sprintf("%dx%dx%d", c.rows, c.heads, c.headDim), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.rows*c.heads), uint64(c.headDim)))
+			n := c.rows * c.heads * c.headDim
+			x := normals(r, n, 3)
+			for h := 0; h < c.rows*c.heads; h += 3 {
+				// Heads of very different sizes: each must be normalised
+				// by its own sum of squares.
+				for i := h * c.headDim; i < (h+1)*c.headDim; i++ {
+					x[i] *= float32(1 + 100*(h%2))
+				}
+			}
+			w := normals(r, c.headDim, 1)
+			const eps = 1e-6
+			xb, wb := floatBuffer(t, x), floatBuffer(t, w)
+			run(t, func(s *vk.Sequence) error {
+				return k.HeadNorm(s, whole(xb), whole(wb), c.rows, c.heads, c.headDim, eps)
+			})
+			want, scale := make([]float64, n), make([]float64, n)
+			for h := 0; h < c.rows*c.heads; h++ {
+				run := x[h*c.headDim : (h+1)*c.headDim]
+				var ss float64
+				for _, v := range run {
+					ss += float64(v) * float64(v)
+				}
+				inv := 1 / math.Sqrt(ss/float64(c.headDim)+eps)
+				for d, v := range run {
+					i := h*c.headDim + d
+					want[i] = float64(v) * inv * float64(w[d])
+					scale[i] = math.Abs(want[i])
+				}
+			}
+			compare(t, "x", read(t, xb, 0, n), want, scale, 1e-5+4*math.Sqrt(float64(c.headDim))*eps32) // as TestRMSNorm
+		})
+	}
+	if err := k.HeadNorm(nil, whole(kern.dummy), whole(kern.dummy), 1, 0, 64, 1e-6); err == nil {
+		t.Error("zero heads were accepted")
+	}
+}
+
 func TestRope(t *testing.T) {
 	k := setup(t)
 	cases := []struct {
@@ -198,10 +245,23 @@ func ropeRef(x []float32, n, heads, pos int, r RoPE, ff []float32) (want, scale 
 	return want, scale, maxTheta
 }
 
+// gluRef is act(x) of g in float64, with the argument y of the
+// exponential in the shader's x / (1 + e^-y) form (glu.glsl): a relative
+// error e in y moves the result by about |y|*e, so tolerances grow with it.
+// gelu is ggml_gelu's tanh form, 0.5*x*(1 + tanh(u)), computed as
+// x / (1 + e^-2u) here too: 1 + tanh(u) cancels in float64 as well (at
+// u = -17 only two digits are left, and past u = -19 none).
+func gluRef(g GLU, x float64) (act, y float64) {
+	y = x
+	if g == GeGLU {
+		y = 2 * math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x)
+	}
+	return x / (1 + math.Exp(-y)), y
+}
+
 func TestEltwise(t *testing.T) {
 	k := setup(t)
 	r := rand.New(rand.NewPCG(3, 4))
-	silu := func(g float64) float64 { return g / (1 + math.Exp(-g)) }
 	rel := func(want []float64) []float64 {
 		s := make([]float64, len(want))
 		for i, w := range want {
@@ -213,8 +273,10 @@ func TestEltwise(t *testing.T) {
 		rows, cols := rc[0], rc[1]
 		n := rows * cols
 		a, b := normals(r, n, 2), normals(r, n, 2)
-		if n > 2 {
-			a[0], a[1] = -100, 100 // silu's far tails: exp overflow and saturation
+		if n > 4 {
+			// The activations' far tails: exp overflow and saturation,
+			// and (gelu) a cube past f32's range.
+			a[0], a[1], a[2], a[3] = -100, 100, -1e15, 1e15
 		}
 		bias := normals(r, cols, 1)
 		t.Run(fmt.Sprintf("add/%d", n), func(t *testing.T) {
@@ -226,15 +288,36 @@ func TestEltwise(t *testing.T) {
 			}
 			compare(t, "a+b", read(t, ab, 0, n), want, rel(want), 0)
 		})
-		t.Run(fmt.Sprintf("swiglu/%d", n), func(t *testing.T) {
-			ab, bb, db := floatBuffer(t, a), floatBuffer(t, b), buffer(t, f32(n), nil)
-			run(t, func(s *vk.Sequence) error { return k.SwiGLU(s, whole(db), whole(ab), whole(bb), n) })
+		for _, g := range []GLU{SwiGLU, GeGLU} {
+			t.Run(fmt.Sprintf("%s/%d", g, n), func(t *testing.T) {
+				ab, bb := floatBuffer(t, a), floatBuffer(t, b)
+				db := ab // in place over gate, as the engine runs it
+				if g == SwiGLU {
+					db = buffer(t, f32(n), nil)
+				}
+				run(t, func(s *vk.Sequence) error { return k.Gated(s, g, whole(db), whole(ab), whole(bb), n) })
+				want, scale := make([]float64, n), make([]float64, n)
+				for i := range want {
+					act, y := gluRef(g, float64(a[i]))
+					want[i] = act * float64(b[i])
+					// Floored where e^-y overflows f32 and the result
+					// flushes to 0 instead of ~1e-40.
+					scale[i] = max(math.Abs(want[i])*max(1, math.Abs(y)/10), 1e-30)
+				}
+				// exp (of an argument that is itself a few roundings off)
+				// and the division: a few ulp each on GPUs.
+				compare(t, "act(a)*b", read(t, db, 0, n), want, scale, 1e-5)
+			})
+		}
+		t.Run(fmt.Sprintf("scale/%d", n), func(t *testing.T) {
+			ab := floatBuffer(t, a)
+			f := float32(math.Sqrt(float64(cols)))
+			run(t, func(s *vk.Sequence) error { return k.Scale(s, whole(ab), whole(ab), n, f) }) // in place
 			want := make([]float64, n)
 			for i := range want {
-				want[i] = silu(float64(a[i])) * float64(b[i])
+				want[i] = float64(a[i] * f) // one f32 rounding, as on the GPU
 			}
-			// exp and the division: a few ulp each on GPUs.
-			compare(t, "silu(a)*b", read(t, db, 0, n), want, rel(want), 1e-5)
+			compare(t, "a*f", read(t, ab, 0, n), want, rel(want), 0)
 		})
 		t.Run(fmt.Sprintf("bias/%dx%d", rows, cols), func(t *testing.T) {
 			ab, bb, db := floatBuffer(t, a), floatBuffer(t, bias), buffer(t, f32(n), nil)
@@ -245,6 +328,9 @@ func TestEltwise(t *testing.T) {
 			}
 			compare(t, "x+bias", read(t, db, 0, n), want, rel(want), 0)
 		})
+	}
+	if err := k.Gated(nil, GLU(7), whole(kern.dummy), whole(kern.dummy), whole(kern.dummy), 1); err == nil {
+		t.Error("an unknown gated activation was accepted")
 	}
 	t.Run("copy_rows", func(t *testing.T) {
 		// Cut columns 64..64+cols of rows of 1025 into rows 300 apart,

@@ -93,28 +93,33 @@ func readBytes(t *testing.T, b *vk.Buffer) []byte {
 	return raw
 }
 
-// TestSwiGLUQ8 checks decode's SwiGLU fused with rounding: the f32 result
-// against float64, its 8-bit copy against the f32 result.
-func TestSwiGLUQ8(t *testing.T) {
+// TestGatedQ8 checks decode's gated activations fused with rounding: the
+// f32 result against float64, its 8-bit copy against the f32 result.
+func TestGatedQ8(t *testing.T) {
 	k := setup(t)
-	for _, c := range []struct{ n, K int }{{1, 14336}, {3, 96}, {8, 32}} {
-		t.Run(fmt.Sprintf("%dx%d", c.n, c.K), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.K)))
-			gate, up := normals(r, c.n*c.K, 4), normals(r, c.n*c.K, 1)
-			gb, ub := floatBuffer(t, gate), floatBuffer(t, up)
-			ob, qb := buffer(t, f32(c.n*c.K), nil), buffer(t, Q8Bytes(c.n, c.K), nil)
-			run(t, func(s *vk.Sequence) error {
-				return k.SwiGLUQ8(s, whole(qb), whole(ob), whole(gb), whole(ub), c.n, c.K)
+	for _, g := range []GLU{SwiGLU, GeGLU} {
+		for _, c := range []struct{ n, K int }{{1, 14336}, {3, 96}, {8, 32}, {2, 10240}} {
+			t.Run(fmt.Sprintf("%s/%dx%d", g, c.n, c.K), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.K)))
+				gate, up := normals(r, c.n*c.K, 4), normals(r, c.n*c.K, 1)
+				gb, ub := floatBuffer(t, gate), floatBuffer(t, up)
+				ob, qb := buffer(t, f32(c.n*c.K), nil), buffer(t, Q8Bytes(c.n, c.K), nil)
+				run(t, func(s *vk.Sequence) error {
+					return k.GatedQ8(s, g, whole(qb), whole(ob), whole(gb), whole(ub), c.n, c.K)
+				})
+				got := read(t, ob, 0, c.n*c.K)
+				want, scale := make([]float64, len(got)), make([]float64, len(got))
+				for i, x := range gate {
+					act, y := gluRef(g, float64(x))
+					want[i] = act * float64(up[i])
+					// Floored where e^-y overflows f32 and the result
+					// flushes to 0 instead of ~1e-40.
+					scale[i] = max(math.Abs(want[i])*max(1, math.Abs(y)/10), 1e-30)
+				}
+				compare(t, "out", got, want, scale, 1e-5) // exp and the quotient, a few ulps each
+				q8Values(t, readBytes(t, qb), got, c.n, c.K)
 			})
-			got := read(t, ob, 0, c.n*c.K)
-			want, scale := make([]float64, len(got)), make([]float64, len(got))
-			for i, g := range gate {
-				want[i] = float64(g) / (1 + math.Exp(-float64(g))) * float64(up[i])
-				scale[i] = math.Abs(want[i])
-			}
-			compare(t, "out", got, want, scale, 1e-5) // exp and the quotient, a few ulps each
-			q8Values(t, readBytes(t, qb), got, c.n, c.K)
-		})
+		}
 	}
 }
 
