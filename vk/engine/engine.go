@@ -259,11 +259,9 @@ func checkCache(c backend.Cache) error {
 	return nil
 }
 
-// errSlidingWindow and notYet name the pieces of issue 18 the engine
-// lacks until their kernels land.
+// errSlidingWindow names the piece of issue 18 the engine lacks until the
+// flash-attention kernels take windows and rings.
 var errSlidingWindow = fmt.Errorf("sliding-window attention is not implemented yet")
-
-func notYet(op string) error { return fmt.Errorf("%s is not implemented yet", op) }
 
 func (e *Engine) freeCache() {
 	for _, b := range append(e.kc, e.vc...) {

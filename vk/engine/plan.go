@@ -355,12 +355,21 @@ func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 }
 
 func (o *planOps) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
-	o.fail(notYet("HeadNorm"))
+	t := act(x)
+	if err := checkHeadNorm(t, act(w), headDim); err != nil {
+		o.fail(err)
+		return
+	}
+	o.add(fmt.Sprintf("head_norm %d", headDim), 0, o.pl.e.k.RMSNormSpec(headDim, false))
+	o.wrote(t)
 }
 
-func (o *planOps) GeGLU(dst, gate, up backend.Tensor) { o.fail(notYet("GeGLU")) }
+func (o *planOps) GeGLU(dst, gate, up backend.Tensor) { o.gated(kernels.GeGLU, dst, gate, up) }
 
-func (o *planOps) Scale(x backend.Tensor, s float32) { o.fail(notYet("Scale")) }
+func (o *planOps) Scale(x backend.Tensor, s float32) {
+	o.add("scale", 0, o.pl.e.k.ScaleSpec())
+	o.wrote(act(x))
+}
 
 func (o *planOps) CopyRows(dst, x backend.Tensor, first int) {
 	d := act(dst)

@@ -424,15 +424,37 @@ func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 	})
 }
 
-// HeadNorm, GeGLU and Scale (issue 18) have no kernels yet: a model that
-// needs them fails to record with a clear error until they land.
+// HeadNorm is kernels.HeadNorm: the norm kernel over the (rows*heads) x
+// headDim view of x.
 func (p *program) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
-	p.fail(notYet("HeadNorm"))
+	t, g := act(x), act(w)
+	if err := checkHeadNorm(t, g, headDim); err != nil {
+		p.fail(err)
+		return
+	}
+	p.op(bindings(t.b, g.b), bindings(t.b), func() error {
+		return p.e.k.HeadNorm(p.seq, t.b, g.b, t.rows, t.cols/headDim, headDim, eps)
+	})
 }
 
-func (p *program) GeGLU(dst, gate, up backend.Tensor) { p.fail(notYet("GeGLU")) }
+// checkHeadNorm validates HeadNorm's shapes: rows of whole heads and an f32
+// weight of one head's values.
+func checkHeadNorm(x, w *tensor, headDim int) error {
+	if headDim <= 0 || x.cols%headDim != 0 || w.rows*w.cols != headDim || w.typ != quant.F32 {
+		return fmt.Errorf("head_norm: rows of %d values in heads of %d, weight %dx%d %s (want %d f32 values)",
+			x.cols, headDim, w.rows, w.cols, w.typ, headDim)
+	}
+	return nil
+}
 
-func (p *program) Scale(x backend.Tensor, s float32) { p.fail(notYet("Scale")) }
+func (p *program) GeGLU(dst, gate, up backend.Tensor) { p.gated(kernels.GeGLU, dst, gate, up) }
+
+func (p *program) Scale(x backend.Tensor, s float32) {
+	t := act(x)
+	p.op(bindings(t.b), bindings(t.b), func() error {
+		return p.e.k.Scale(p.seq, t.b, t.b, t.rows*t.cols, s)
+	})
+}
 
 func (p *program) CopyRows(dst, x backend.Tensor, first int) {
 	d, s := act(dst), act(x)
