@@ -177,11 +177,26 @@ func (e *Engine) Reserve(weightBytes uint64, c backend.Cache) error {
 	need := weightBytes + kv + scratch
 	free := e.localBudget()
 	if need > free {
-		return fmt.Errorf("vulkan: the model needs %s (weights %s + KV cache %s at context %d + scratch %s) but %s has %s of device memory free",
-			bytes(need), bytes(weightBytes), bytes(kv), c.Context, bytes(scratch), e.dev.Info().Name, bytes(free))
+		return fmt.Errorf("vulkan: the model needs %s (weights %s + KV cache %s at context %d%s + scratch %s) but %s has %s of device memory free",
+			bytes(need), bytes(weightBytes), bytes(kv), c.Context, rings(c), bytes(scratch), e.dev.Info().Name, bytes(free))
 	}
 	e.weights.left = int64(weightBytes)
 	return nil
+}
+
+// rings describes the sliding-window layers of c for the memory error, ""
+// when every layer keeps the whole context.
+func rings(c backend.Cache) string {
+	n := 0
+	for l := range c.Layers {
+		if c.Slots(l) < c.Context {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d of %d layers in sliding-window rings: %d positions in all", n, c.Layers, c.TotalSlots())
 }
 
 // localBudget is the free memory of the largest device-local heap.
@@ -230,8 +245,9 @@ func (e *Engine) InitCache(c backend.Cache) error {
 	}
 	e.freeCache()
 	e.cache = c
-	size := 2 * int64(c.Context) * int64(c.KVDim)
-	for range c.Layers {
+	for l := range c.Layers {
+		// A sliding layer keeps only its ring (Cache.Slots).
+		size := 2 * int64(c.Slots(l)) * int64(c.KVDim)
 		for _, list := range []*[]*vk.Buffer{&e.kc, &e.vc} {
 			b, err := e.dev.NewBuffer(size, false)
 			if err != nil {

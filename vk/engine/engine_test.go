@@ -173,6 +173,19 @@ func TestReserveRefusesOversizedModel(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+	// Gemma 3's pattern: 5 of 6 layers keep rings of window + batch - 1 =
+	// 1024 + 512 - 1 positions, counted as such.
+	gemma := backend.Cache{Layers: 6, Context: 8192, KVDim: 1024, Batch: 512, Windows: []int{1024, 1024, 1024, 1024, 1024, 0}}
+	err = e.Reserve(1<<50, gemma)
+	if err == nil {
+		t.Fatal("a 1 PiB model was accepted")
+	}
+	// 5·1535 + 8192 positions of 1024 values, f16, K and V.
+	for _, want := range []string{"KV cache 62.0 MiB at context 8192, 5 of 6 layers in sliding-window rings: 15867 positions in all"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
 	if err := e.Reserve(1<<20, backend.Cache{Layers: 1, Context: 16, KVDim: 8}); err != nil {
 		t.Fatalf("a 1 MiB model was refused: %v", err)
 	}
