@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -27,6 +29,7 @@ func runCmd(args []string) error {
 		sp           = sample.Defaults()
 		seed         = fs.Int64("seed", -1, "random seed (-1: random)")
 		parseSpecial = fs.Bool("special", false, "parse special-token text (e.g. <|eot_id|>) in the prompt")
+		jsonOut      = fs.Bool("json", false, "print one JSON object on stdout at the end (prompt and generated token ids, text, timings) instead of streaming the text")
 	)
 	lo.register(fs)
 	fs.Float32Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
@@ -69,37 +72,114 @@ func runCmd(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	out := os.Stdout
-	if !*noDisplay {
+	// With --json, stdout holds exactly one JSON document: the text is
+	// gathered for it instead of streamed.
+	var out io.Writer = os.Stdout
+	var gathered strings.Builder
+	if *jsonOut {
+		out = &gathered
+	} else if !*noDisplay {
 		io.WriteString(out, text)
 	}
 	dec := m.Tok.NewDecoder()
+	generated := []int32{}
 	st, err := m.Generate(ctx, tokens, model.GenOptions{N: *nPredict, IgnoreEOS: *ignoreEOS}, sample.New(sp), func(id int32) error {
+		generated = append(generated, id)
 		_, err := io.WriteString(out, dec.Add(id))
 		return err
 	})
-	io.WriteString(out, dec.Flush()+"\n")
+	io.WriteString(out, dec.Flush())
+	if !*jsonOut {
+		io.WriteString(out, "\n")
+	}
 	printTimings(os.Stderr, loadTime, st)
-	if errors.Is(err, context.Canceled) {
+	interrupted := errors.Is(err, context.Canceled)
+	if interrupted {
 		fmt.Fprintln(os.Stderr, "interrupted")
+	} else if err != nil {
+		return err
+	}
+	if !*jsonOut {
 		return nil
 	}
+	r := runReport{Model: lo.model, Prompt: text, PromptTokens: tokens, Tokens: generated, Text: gathered.String(),
+		Stop: stopReason(interrupted, st, len(generated)), Seed: sp.Seed, Timings: newRunTimings(loadTime, st)}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	_, err = os.Stdout.Write(append(b, '\n'))
 	return err
+}
+
+// runReport is what --json prints: one object for scripts, and for tests
+// that compare token ids with llama.cpp's.
+type runReport struct {
+	Model        string     `json:"model"`         // the -m argument
+	Prompt       string     `json:"prompt"`        // the prompt text
+	PromptTokens []int32    `json:"prompt_tokens"` // the prompt as evaluated (BOS included where the model adds one)
+	Tokens       []int32    `json:"tokens"`        // the generated tokens, as emitted
+	Text         string     `json:"text"`          // the generated text (without the prompt)
+	Stop         string     `json:"stop"`          // see stopReason
+	Seed         uint64     `json:"seed"`          // the sampler's seed, drawn at random for --seed -1
+	Timings      runTimings `json:"timings"`
+}
+
+// runTimings are the end-of-run figures under llama-server's names
+// (prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second, and the
+// same for predicted), with the load time beside them.
+type runTimings struct {
+	LoadMS              float64 `json:"load_ms"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+func newRunTimings(load time.Duration, st model.Stats) runTimings {
+	t := runTimings{LoadMS: millis(load), PromptN: st.PromptTokens, PredictedN: st.GenTokens}
+	t.PromptMS, t.PromptPerTokenMS, t.PromptPerSecond = rate(st.PromptTime, st.PromptTokens)
+	t.PredictedMS, t.PredictedPerTokenMS, t.PredictedPerSecond = rate(st.GenTime, st.GenTokens)
+	return t
+}
+
+// stopReason says why generation ended: "interrupted" (Ctrl-C), "eog" (an
+// end-of-generation token was sampled: Generate counts it in GenTokens but
+// does not emit it) or "limit" (-n tokens, or the context is full).
+func stopReason(interrupted bool, st model.Stats, emitted int) string {
+	switch {
+	case interrupted:
+		return "interrupted"
+	case st.GenTokens > emitted:
+		return "eog"
+	}
+	return "limit"
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// rate gives n tokens in d as milliseconds, milliseconds per token and
+// tokens per second (0 where nothing ran).
+func rate(d time.Duration, n int) (ms, perToken, perSecond float64) {
+	ms = millis(d)
+	if n > 0 && ms > 0 {
+		perToken, perSecond = ms/float64(n), 1000*float64(n)/ms
+	}
+	return ms, perToken, perSecond
 }
 
 // printTimings prints llama.cpp's familiar end-of-run lines.
 func printTimings(w io.Writer, load time.Duration, st model.Stats) {
 	line := func(name string, d time.Duration, n int, unit string) {
-		ms := float64(d.Microseconds()) / 1000
-		per, tps := 0.0, 0.0
-		if n > 0 && ms > 0 {
-			per, tps = ms/float64(n), 1000*float64(n)/ms
-		}
+		ms, per, tps := rate(d, n)
 		fmt.Fprintf(w, "%20s = %10.2f ms / %5d %-6s (%8.2f ms per token, %8.2f tokens per second)\n", name, ms, n, unit, per, tps)
 	}
-	fmt.Fprintf(w, "\n%20s = %10.2f ms\n", "load time", float64(load.Microseconds())/1000)
+	fmt.Fprintf(w, "\n%20s = %10.2f ms\n", "load time", millis(load))
 	line("prompt eval time", st.PromptTime, st.PromptTokens, "tokens")
 	line("eval time", st.GenTime, st.GenTokens, "runs")
-	fmt.Fprintf(w, "%20s = %10.2f ms / %5d tokens\n", "total time",
-		float64((load+st.PromptTime+st.GenTime).Microseconds())/1000, st.PromptTokens+st.GenTokens)
+	fmt.Fprintf(w, "%20s = %10.2f ms / %5d tokens\n", "total time", millis(load+st.PromptTime+st.GenTime), st.PromptTokens+st.GenTokens)
 }

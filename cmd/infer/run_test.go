@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkinfer/vkinfer/internal/fixtures"
+	"github.com/vkinfer/vkinfer/model"
+)
+
+// decodeRun reads --json output: stdout must hold exactly one JSON object
+// with the documented keys (README, CLI section) and nothing else.
+func decodeRun(t *testing.T, stdout string) runReport {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatalf("stdout is not a JSON object: %v\n%q", err, stdout)
+	}
+	if tok, err := dec.Token(); err != io.EOF {
+		t.Fatalf("stdout holds more than one JSON document (next: %v, %v)\n%q", tok, err, stdout)
+	}
+	want := []string{"model", "prompt", "prompt_tokens", "tokens", "text", "stop", "seed", "timings"}
+	if got := slices.Sorted(maps.Keys(raw)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+	var timings map[string]float64
+	if err := json.Unmarshal(raw["timings"], &timings); err != nil {
+		t.Fatalf("timings: %v", err)
+	}
+	wantT := []string{"load_ms", "prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second",
+		"predicted_n", "predicted_ms", "predicted_per_token_ms", "predicted_per_second"}
+	if got := slices.Sorted(maps.Keys(timings)); !slices.Equal(got, slices.Sorted(slices.Values(wantT))) {
+		t.Errorf("timings keys %v, want %v", got, wantT)
+	}
+	var r runReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRunJSON: greedy generation with --json gives llama.cpp's prompt
+// tokens and its 48 greedy tokens, on the CPU and the GPU engine, with
+// timings that add up and the usual timing lines still on stderr.
+func TestRunJSON(t *testing.T) {
+	var g struct {
+		Tokens []int32 `json:"tokens"`
+		Greedy []int32 `json:"greedy"`
+		Text   string  `json:"greedy_text"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "golden", "stories260K.once.cpu-f32.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	model := fixtures.Path(t, "stories260K.gguf")
+	for _, be := range []string{"cpu", "vulkan"} {
+		t.Run(be, func(t *testing.T) {
+			r := infer(t, "-m", model, "-p", "Once upon a time", "-n", "48", "--temp", "0", "--seed", "7", "--json", "--backend", be)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			rep := decodeRun(t, r.stdout)
+			if !slices.Equal(rep.PromptTokens, g.Tokens) {
+				t.Errorf("prompt_tokens %v, want %v", rep.PromptTokens, g.Tokens)
+			}
+			if !slices.Equal(rep.Tokens, g.Greedy) {
+				t.Errorf("tokens %v\nwant   %v", rep.Tokens, g.Greedy)
+			}
+			if rep.Text != g.Text || rep.Prompt != "Once upon a time" || rep.Model != model || rep.Stop != "limit" || rep.Seed != 7 {
+				t.Errorf("text %q, prompt %q, model %q, stop %q, seed %d", rep.Text, rep.Prompt, rep.Model, rep.Stop, rep.Seed)
+			}
+			tm := rep.Timings
+			if tm.PromptN != len(g.Tokens) || tm.PredictedN != 48 || tm.LoadMS <= 0 || tm.PromptMS <= 0 || tm.PredictedMS <= 0 {
+				t.Errorf("timings %+v", tm)
+			}
+			for _, c := range [][3]float64{{tm.PromptMS, tm.PromptPerTokenMS, tm.PromptPerSecond}, {tm.PredictedMS, tm.PredictedPerTokenMS, tm.PredictedPerSecond}} {
+				n := c[0] / c[1]
+				if d := n*1000/c[0] - c[2]; d*d > 1e-6*c[2]*c[2] {
+					t.Errorf("timings %+v: per token and per second disagree", tm)
+				}
+			}
+			for _, s := range []string{"backend: " + map[string]string{"cpu": "CPU", "vulkan": "Vulkan"}[be], "load time", "prompt eval time", "eval time", "tokens per second"} {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestRunJSONErrors: with --json a failure is still one error line and exit
+// status 1, and stdout stays empty (no half document for a script to parse).
+func TestRunJSONErrors(t *testing.T) {
+	story := fixtures.Path(t, "stories260K.gguf")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-m", "/nonexistent/model.gguf", "-p", "x"}, "no such file"},
+		{[]string{"-m", story, "-p", strings.Repeat("Once upon a time ", 20), "-c", "32", "-n", "8"}, "exceed the context"},
+		{[]string{"-m", story, "-p", "x", "--backend", "metal"}, "--backend"},
+	} {
+		r := infer(t, append(c.args, "--json")...)
+		if r.code != 1 || !strings.HasPrefix(lastLine(r.stderr), "error: ") || !strings.Contains(lastLine(r.stderr), c.want) || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1, no stdout and a last line \"error: …%s…\"", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+}
+
+// TestInterruptJSON: Ctrl-C during a --json run still prints the one
+// object, with what was generated so far and stop "interrupted".
+func TestInterruptJSON(t *testing.T) {
+	out, errs := interrupt(t, "--json")
+	rep := decodeRun(t, out)
+	if rep.Stop != "interrupted" || len(rep.Tokens) == 0 || rep.Timings.PredictedN != len(rep.Tokens) ||
+		!strings.HasPrefix(rep.Text, ", there was") {
+		t.Errorf("stop %q, %d tokens, predicted_n %d, text %.40q…\n%s", rep.Stop, len(rep.Tokens), rep.Timings.PredictedN, rep.Text, errs)
+	}
+}
+
+func TestStopReason(t *testing.T) {
+	for _, c := range []struct {
+		interrupted bool
+		sampled     int
+		emitted     int
+		want        string
+	}{
+		{false, 8, 8, "limit"},
+		{false, 5, 4, "eog"}, // the fifth token sampled ended generation
+		{false, 1, 0, "eog"},
+		{true, 3, 3, "interrupted"},
+		{false, 0, 0, "limit"}, // -n 0
+	} {
+		st := model.Stats{GenTokens: c.sampled, GenTime: time.Millisecond}
+		if got := stopReason(c.interrupted, st, c.emitted); got != c.want {
+			t.Errorf("stopReason(%v, %d sampled, %d emitted) = %q, want %q", c.interrupted, c.sampled, c.emitted, got, c.want)
+		}
+	}
+}
