@@ -277,6 +277,9 @@ func (r *runner) atDepth(spec string, f *gguf.File, in Instance, ub, depth int, 
 		return err
 	}
 	defer m.Close()
+	if c := m.Cache; c.TotalSlots() < c.Layers*c.Context {
+		r.logf("sliding-window layers keep rings: the KV cache holds %d of %d positions", c.TotalSlots(), c.Layers*c.Context)
+	}
 	r.vocab = m.HP.Vocab
 	base := r.describe(spec, f, be, ub)
 	base.FlashAttn = fa

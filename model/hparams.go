@@ -1,6 +1,8 @@
-// Package model holds the llama-family architecture: hyper-parameters read
-// from GGUF metadata, weights bound by tensor name, and the forward pass,
-// written once against the backend op interface.
+// Package model holds the transformer architectures (llama, mistral, qwen2,
+// qwen3, gemma3, phi3): hyper-parameters read from GGUF metadata, weights
+// bound by tensor name, and one forward pass, written once against the
+// backend op interface and steered by a small description per architecture
+// (arch.go).
 package model
 
 import (
@@ -10,7 +12,7 @@ import (
 	"github.com/vkinfer/vkinfer/gguf"
 )
 
-// HParams are the hyper-parameters of a llama-family model.
+// HParams are the hyper-parameters of a model.
 type HParams struct {
 	Arch      string
 	Context   int // trained context length
@@ -24,16 +26,32 @@ type HParams struct {
 	RopeBase  float32
 	RopeScale float32 // position multiplier: 1/factor for linear scaling
 	RopeNeoX  bool
+	GELU      bool // the FFN is gelu(gate)·up (GeGLU), not silu(gate)·up
 	Eps       float32
-	Vocab     int // rows of token_embd
+	AttnScale float32 // multiplies q·k
+	Vocab     int     // rows of token_embd
+	// Windows holds each layer's sliding attention window, 0 for a global
+	// layer; nil when the model has no sliding-window layers.
+	Windows []int
+	// RopeBaseSWA and RopeScaleSWA replace RopeBase and RopeScale on
+	// sliding-window layers (Gemma 3: rope.freq_base_swa, no scaling).
+	RopeBaseSWA, RopeScaleSWA float32
 }
 
-// archs lists the supported architectures and whether each rotates NeoX-style
-// halves (as llama.cpp's LLAMA_ROPE_TYPE_NEOX) or adjacent pairs.
-var archs = map[string]struct{ neox bool }{
-	"llama":   {false},
-	"mistral": {false},
-	"qwen2":   {true},
+// Window is layer l's sliding attention window, 0 for a global layer.
+func (hp *HParams) Window(l int) int {
+	if l < len(hp.Windows) {
+		return hp.Windows[l]
+	}
+	return 0
+}
+
+// Rope returns the RoPE base and position scale of layer l.
+func (hp *HParams) Rope(l int) (base, scale float32) {
+	if hp.Window(l) > 0 {
+		return hp.RopeBaseSWA, hp.RopeScaleSWA
+	}
+	return hp.RopeBase, hp.RopeScale
 }
 
 // ReadHParams reads and checks the hyper-parameters of f.
@@ -44,9 +62,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	}
 	a, ok := archs[arch]
 	if !ok {
-		return HParams{}, fmt.Errorf("model: unsupported architecture %q (supported: llama, mistral, qwen2)", arch)
+		return HParams{}, fmt.Errorf("model: unsupported architecture %q (supported: %s)", arch, supported())
 	}
-	hp := HParams{Arch: arch, RopeNeoX: a.neox}
+	hp := HParams{Arch: arch, RopeNeoX: a.neox, GELU: a.gelu}
 	var err error
 	need := func(key string) int {
 		v, ok := f.Uint(arch + "." + key)
@@ -71,6 +89,9 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	}
 	hp.KVHeads = opt("attention.head_count_kv", hp.Heads)
 	hp.HeadDim = opt("attention.key_length", hp.Embd/hp.Heads)
+	if v := opt("attention.value_length", hp.HeadDim); v != hp.HeadDim {
+		return HParams{}, fmt.Errorf("model: value head dim %d differs from key head dim %d (unsupported)", v, hp.HeadDim)
+	}
 	hp.RopeDims = opt("rope.dimension_count", hp.HeadDim)
 	eps, ok := f.Float(arch + ".attention.layer_norm_rms_epsilon")
 	if !ok || eps <= 0 || eps >= 1 {
@@ -93,13 +114,65 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 			return HParams{}, fmt.Errorf("model: unsupported rope scaling type %q (supported: linear)", t)
 		}
 	}
+	for _, key := range []string{"final_logit_softcapping", "attn_logit_softcapping"} {
+		if v, ok := f.Float(arch + "." + key); ok && v != 0 {
+			return HParams{}, fmt.Errorf("model: %s.%s is not supported", arch, key)
+		}
+	}
+	if err := readWindows(f, a, &hp); err != nil {
+		return HParams{}, err
+	}
+	hp.AttnScale = float32(1 / math.Sqrt(float64(hp.HeadDim)))
+	if a.attnScale != nil {
+		hp.AttnScale = float32(a.attnScale(&hp))
+	}
 	switch {
 	case hp.Heads%hp.KVHeads != 0:
 		return HParams{}, fmt.Errorf("model: %d attention heads are not a multiple of %d KV heads", hp.Heads, hp.KVHeads)
 	case hp.RopeDims > hp.HeadDim || hp.RopeDims%2 != 0:
 		return HParams{}, fmt.Errorf("model: rope dimension count %d does not fit head dim %d", hp.RopeDims, hp.HeadDim)
-	case hp.RopeBase <= 0 || math.IsInf(float64(hp.RopeBase), 0) || math.IsNaN(float64(hp.RopeBase)):
+	case !validBase(hp.RopeBase) || !validBase(hp.RopeBaseSWA):
 		return HParams{}, fmt.Errorf("model: rope freq base %g out of range", hp.RopeBase)
 	}
 	return hp, nil
+}
+
+// readWindows sets the sliding windows of an architecture that has them
+// when the file gives one (attention.sliding_window), as llama.cpp's
+// set_swa_pattern lays them out: with pattern p, layer l is local unless
+// l % p == p-1; p == 0 makes every layer local.
+func readWindows(f *gguf.File, a arch, hp *HParams) error {
+	hp.RopeBaseSWA, hp.RopeScaleSWA = 10000, 1
+	if a.swaPattern == 0 {
+		return nil
+	}
+	w, _ := f.Uint(hp.Arch + ".attention.sliding_window")
+	if w == 0 {
+		return nil
+	}
+	if w > 1<<24 {
+		return fmt.Errorf("model: %s.attention.sliding_window %d out of range", hp.Arch, w)
+	}
+	key := hp.Arch + ".attention.sliding_window_pattern"
+	p, ok := f.Uint(key)
+	switch {
+	case !f.Has(key):
+		p = uint64(a.swaPattern)
+	case !ok:
+		return fmt.Errorf("model: %s is not a single integer (per-layer patterns are not supported)", key)
+	}
+	hp.Windows = make([]int, hp.Layers)
+	for l := range hp.Windows {
+		if p == 0 || uint64(l)%p < p-1 {
+			hp.Windows[l] = int(w)
+		}
+	}
+	if b, ok := f.Float(hp.Arch + ".rope.freq_base_swa"); ok {
+		hp.RopeBaseSWA = float32(b)
+	}
+	return nil
+}
+
+func validBase(b float32) bool {
+	return b > 0 && !math.IsInf(float64(b), 0) && !math.IsNaN(float64(b))
 }

@@ -16,13 +16,17 @@ type Options struct {
 	Progress func(done, total uint64)
 }
 
-// Model is a loaded llama-family model bound to a backend.
+// Model is a loaded model bound to a backend.
 type Model struct {
 	HP      HParams
 	Tok     *tokenizer.Tokenizer
 	Context int
 	UBatch  int
+	// Cache is the KV cache the model asked the backend for: sliding-window
+	// layers keep rings of Window+UBatch-1 positions (Cache.Slots).
+	Cache backend.Cache
 
+	arch     arch
 	be       backend.Backend
 	w        *weights
 	programs map[programKey]backend.Program
@@ -58,7 +62,7 @@ func Load(f *gguf.File, be backend.Backend, o Options) (*Model, error) {
 	if tok.VocabSize() > hp.Vocab {
 		return nil, fmt.Errorf("model: tokenizer has %d tokens but token_embd.weight only %d rows", tok.VocabSize(), hp.Vocab)
 	}
-	m := &Model{HP: hp, Tok: tok, be: be, programs: map[programKey]backend.Program{}}
+	m := &Model{HP: hp, Tok: tok, arch: archs[hp.Arch], be: be, programs: map[programKey]backend.Program{}}
 	m.Context = o.Context
 	if m.Context <= 0 {
 		m.Context = min(hp.Context, 4096)
@@ -67,19 +71,20 @@ func Load(f *gguf.File, be backend.Backend, o Options) (*Model, error) {
 	if m.UBatch <= 0 {
 		m.UBatch = 512
 	}
-	cache := backend.Cache{Layers: hp.Layers, Context: m.Context, KVDim: hp.KVHeads * hp.HeadDim}
+	m.Cache = backend.Cache{Layers: hp.Layers, Context: m.Context, KVDim: hp.KVHeads * hp.HeadDim,
+		Windows: hp.Windows, Batch: m.UBatch}
 	var weightBytes uint64
 	for _, t := range f.Tensors() {
 		weightBytes += t.Bytes
 	}
-	if err := be.Reserve(weightBytes, cache); err != nil {
+	if err := be.Reserve(weightBytes, m.Cache); err != nil {
 		return nil, err
 	}
-	m.w, err = bindWeights(&binder{f: f, be: be, progress: o.Progress}, hp)
+	m.w, err = bindWeights(&binder{f: f, be: be, progress: o.Progress}, hp, m.arch)
 	if err != nil {
 		return nil, err
 	}
-	if err := be.InitCache(cache); err != nil {
+	if err := be.InitCache(m.Cache); err != nil {
 		return nil, fmt.Errorf("model: KV cache: %w", err)
 	}
 	return m, nil
@@ -180,23 +185,42 @@ func (m *Model) program(n int, all bool) (backend.Program, error) {
 	return p, nil
 }
 
-// build records the llama forward pass for n tokens.
+// build records the forward pass for n tokens: llama's, with what
+// m.arch and the bound weights add (biases, Q/K head norms, post-branch
+// norms, GeGLU, the embedding scale, per-layer windows and RoPE bases).
 func (m *Model) build(ops backend.Ops, n int, all bool) {
-	hp, w := m.HP, m.w
+	hp, w, a := m.HP, m.w, m.arch
 	q, kv := hp.Heads*hp.HeadDim, hp.KVHeads*hp.HeadDim
 	x := ops.Tensor(n, hp.Embd)
 	h := ops.Tensor(n, hp.Embd)
 	qt, kt, vt := ops.Tensor(n, q), ops.Tensor(n, kv), ops.Tensor(n, kv)
 	att := ops.Tensor(n, q)
 	gate, up := ops.Tensor(n, hp.FF), ops.Tensor(n, hp.FF)
-	rope := func(heads int) backend.RoPE {
+	rope := func(layer, heads int) backend.RoPE {
+		base, scale := hp.Rope(layer)
 		return backend.RoPE{Heads: heads, HeadDim: hp.HeadDim, Dims: hp.RopeDims, NeoX: hp.RopeNeoX,
-			Base: hp.RopeBase, Scale: hp.RopeScale, Factors: w.ropeFactors}
+			Base: base, Scale: scale, Factors: w.ropeFactors}
 	}
-	attn := backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
-		Scale: float32(1 / math.Sqrt(float64(hp.HeadDim)))}
+	glu := ops.SwiGLU
+	if hp.GELU {
+		glu = ops.GeGLU
+	}
+	// branch adds the projection p·in to the residual x, through the
+	// branch's post-norm where the architecture has one.
+	branch := func(p, in, postNorm backend.Tensor) {
+		if postNorm == nil {
+			ops.MatMulAdd(x, p, in, x)
+			return
+		}
+		ops.MatMul(h, p, in)
+		ops.RMSNorm(h, h, postNorm, hp.Eps)
+		ops.Add(x, x, h)
+	}
 
 	ops.Embed(x, w.tokEmbd)
+	if a.embedScale {
+		ops.Scale(x, float32(math.Sqrt(float64(hp.Embd))))
+	}
 	for i, l := range w.layers {
 		ops.RMSNorm(h, x, l.attnNorm, hp.Eps)
 		for _, p := range []struct{ dst, w, b backend.Tensor }{{qt, l.wq, l.bq}, {kt, l.wk, l.bk}, {vt, l.wv, l.bv}} {
@@ -205,17 +229,22 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 				ops.AddBias(p.dst, p.b)
 			}
 		}
-		ops.RoPE(qt, rope(hp.Heads))
-		kr := rope(hp.KVHeads)
+		if l.qNorm != nil {
+			ops.HeadNorm(qt, l.qNorm, hp.HeadDim, hp.Eps)
+			ops.HeadNorm(kt, l.kNorm, hp.HeadDim, hp.Eps)
+		}
+		ops.RoPE(qt, rope(i, hp.Heads))
+		kr := rope(i, hp.KVHeads)
 		ops.StoreKV(i, kt, vt, &kr)
-		ops.Attend(att, qt, i, attn)
-		ops.MatMulAdd(x, l.wo, att, x)
+		ops.Attend(att, qt, i, backend.Attention{Heads: hp.Heads, KVHeads: hp.KVHeads, HeadDim: hp.HeadDim,
+			Scale: hp.AttnScale, Window: hp.Window(i)})
+		branch(l.wo, att, l.postAttnNorm)
 
 		ops.RMSNorm(h, x, l.ffnNorm, hp.Eps)
 		ops.MatMul(gate, l.gate, h)
 		ops.MatMul(up, l.up, h)
-		ops.SwiGLU(gate, gate, up)
-		ops.MatMulAdd(x, l.down, gate, x)
+		glu(gate, gate, up)
+		branch(l.down, gate, l.postFFNNorm)
 	}
 	rows := n
 	if !all && n > 1 {

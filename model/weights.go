@@ -9,11 +9,15 @@ import (
 )
 
 // layer holds the weights of one transformer block. Biases are nil when the
-// file has none (llama); qwen2 has q/k/v biases.
+// file has none (llama); qwen2 has q/k/v biases. The norms an architecture
+// lacks (arch.headNorms, arch.postNorms) are nil.
 type layer struct {
 	attnNorm, wq, wk, wv, wo backend.Tensor
 	bq, bk, bv               backend.Tensor
+	qNorm, kNorm             backend.Tensor
+	postAttnNorm             backend.Tensor
 	ffnNorm, gate, up, down  backend.Tensor
+	postFFNNorm              backend.Tensor
 }
 
 type weights struct {
@@ -30,6 +34,7 @@ type binder struct {
 	progress func(done, total uint64)
 	done     uint64
 	total    uint64
+	bound    map[string]bool // tensors placed, for the check that none is left over
 }
 
 // bind places tensor name, whose GGML shape must be [cols, rows] (rows omitted
@@ -52,8 +57,33 @@ func (b *binder) optional(name string, cols, rows int) (backend.Tensor, error) {
 }
 
 func (b *binder) place(t *gguf.Tensor, cols, rows int) (backend.Tensor, error) {
-	want := []uint64{uint64(cols), uint64(rows)}
-	if rows == 1 {
+	parts, err := b.placeSplit(t, cols, rows)
+	if err != nil {
+		return nil, err
+	}
+	return parts[0], nil
+}
+
+// split binds tensor name, of cols×Σrows values, as one weight per entry
+// of rows, each its own range of consecutive rows: a fused tensor (Phi-3's
+// attn_qkv, ffn_up holding gate then up) becomes the separate weights the
+// forward pass multiplies by. A row of a GGUF tensor is contiguous, so each
+// part is a byte range of the file and no backend knows about fusion.
+func (b *binder) split(name string, cols int, rows ...int) ([]backend.Tensor, error) {
+	t, ok := b.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model: tensor %q is missing", name)
+	}
+	return b.placeSplit(t, cols, rows...)
+}
+
+func (b *binder) placeSplit(t *gguf.Tensor, cols int, rows ...int) ([]backend.Tensor, error) {
+	total := 0
+	for _, r := range rows {
+		total += r
+	}
+	want := []uint64{uint64(cols), uint64(total)}
+	if total == 1 {
 		want = want[:1]
 	}
 	if !sameShape(t.Shape, want) {
@@ -62,15 +92,33 @@ func (b *binder) place(t *gguf.Tensor, cols, rows int) (backend.Tensor, error) {
 	if !t.Type.Supported() {
 		return nil, fmt.Errorf("model: tensor %q: unsupported tensor type %s", t.Name, t.Type)
 	}
-	w, err := b.be.Weight(t.Name, t.Type, rows, cols, b.f.Data(t))
+	rb, err := t.Type.RowBytes(cols)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, fmt.Errorf("model: tensor %q: %w", t.Name, err)
 	}
+	data := b.f.Data(t)
+	parts := make([]backend.Tensor, len(rows))
+	first := 0
+	for i, r := range rows {
+		name := t.Name
+		if len(rows) > 1 {
+			name = fmt.Sprintf("%s[rows %d:%d]", t.Name, first, first+r)
+		}
+		var part []byte
+		if data != nil { // a header (gguf.Header) has no tensor data
+			part = data[first*rb : (first+r)*rb]
+		}
+		if parts[i], err = b.be.Weight(name, t.Type, r, cols, part); err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		first += r
+	}
+	b.bound[t.Name] = true
 	b.done += t.Bytes
 	if b.progress != nil {
 		b.progress(b.done, b.total)
 	}
-	return w, nil
+	return parts, nil
 }
 
 // sameShape compares GGML shapes, ignoring trailing 1s (a [64] norm may be stored as [64, 1]).
@@ -84,10 +132,11 @@ func sameShape(a, b []uint64) bool {
 	return slices.Equal(trim(a), trim(b))
 }
 
-func bindWeights(b *binder, hp HParams) (*weights, error) {
+func bindWeights(b *binder, hp HParams, a arch) (*weights, error) {
 	for _, t := range b.f.Tensors() {
 		b.total += t.Bytes
 	}
+	b.bound = map[string]bool{}
 	w := &weights{layers: make([]layer, hp.Layers)}
 	q, kv := hp.Heads*hp.HeadDim, hp.KVHeads*hp.HeadDim
 	var err error
@@ -98,22 +147,54 @@ func bindWeights(b *binder, hp HParams) (*weights, error) {
 		}
 		return t
 	}
+	// mustIf binds a tensor the architecture has (when on) and leaves nil otherwise.
+	mustIf := func(on bool, name string, cols, rows int) backend.Tensor {
+		if !on {
+			return nil
+		}
+		return must(b.bind(name, cols, rows))
+	}
+	// parts splits a fused tensor into its row ranges.
+	parts := func(name string, cols int, rows ...int) []backend.Tensor {
+		ts, e := b.split(name, cols, rows...)
+		if e != nil {
+			if err == nil {
+				err = e
+			}
+			return make([]backend.Tensor, len(rows))
+		}
+		return ts
+	}
 	w.tokEmbd = must(b.bind("token_embd.weight", hp.Embd, hp.Vocab))
 	for i := range w.layers {
 		l := &w.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		l.attnNorm = must(b.bind(p+"attn_norm.weight", hp.Embd, 1))
-		l.wq = must(b.bind(p+"attn_q.weight", hp.Embd, q))
-		l.wk = must(b.bind(p+"attn_k.weight", hp.Embd, kv))
-		l.wv = must(b.bind(p+"attn_v.weight", hp.Embd, kv))
+		if _, fused := b.f.Tensor(p + "attn_qkv.weight"); fused {
+			qkv := parts(p+"attn_qkv.weight", hp.Embd, q, kv, kv)
+			l.wq, l.wk, l.wv = qkv[0], qkv[1], qkv[2]
+		} else {
+			l.wq = must(b.bind(p+"attn_q.weight", hp.Embd, q))
+			l.wk = must(b.bind(p+"attn_k.weight", hp.Embd, kv))
+			l.wv = must(b.bind(p+"attn_v.weight", hp.Embd, kv))
+		}
 		l.bq = must(b.optional(p+"attn_q.bias", q, 1))
 		l.bk = must(b.optional(p+"attn_k.bias", kv, 1))
 		l.bv = must(b.optional(p+"attn_v.bias", kv, 1))
+		l.qNorm = mustIf(a.headNorms, p+"attn_q_norm.weight", hp.HeadDim, 1)
+		l.kNorm = mustIf(a.headNorms, p+"attn_k_norm.weight", hp.HeadDim, 1)
 		l.wo = must(b.bind(p+"attn_output.weight", q, hp.Embd))
+		l.postAttnNorm = mustIf(a.postNorms, p+"post_attention_norm.weight", hp.Embd, 1)
 		l.ffnNorm = must(b.bind(p+"ffn_norm.weight", hp.Embd, 1))
-		l.gate = must(b.bind(p+"ffn_gate.weight", hp.Embd, hp.FF))
-		l.up = must(b.bind(p+"ffn_up.weight", hp.Embd, hp.FF))
+		if a.fusedGateUp {
+			gu := parts(p+"ffn_up.weight", hp.Embd, hp.FF, hp.FF)
+			l.gate, l.up = gu[0], gu[1]
+		} else {
+			l.gate = must(b.bind(p+"ffn_gate.weight", hp.Embd, hp.FF))
+			l.up = must(b.bind(p+"ffn_up.weight", hp.Embd, hp.FF))
+		}
 		l.down = must(b.bind(p+"ffn_down.weight", hp.FF, hp.Embd))
+		l.postFFNNorm = mustIf(a.postNorms, p+"post_ffw_norm.weight", hp.Embd, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -127,6 +208,16 @@ func bindWeights(b *binder, hp HParams) (*weights, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A tensor the forward pass does not read (a bias of a fused attn_qkv,
+	// Phi-3's long-context rope factors, another architecture's norms)
+	// means a variant it does not implement: refuse rather than compute
+	// something else, as llama.cpp refuses a file with tensors it did not
+	// create.
+	for _, t := range b.f.Tensors() {
+		if !b.bound[t.Name] {
+			return nil, fmt.Errorf("model: tensor %q is not used by the %s architecture (an unsupported variant)", t.Name, hp.Arch)
+		}
 	}
 	return w, nil
 }

@@ -194,6 +194,16 @@ func printSummary(f *gguf.File, m *model.Model, be backend.Backend) {
 	fmt.Fprintf(os.Stderr, "model: %s | %s | %s params | %s | %s\n", f.Path(), hp.Arch, humanCount(params), strings.Join(mix, ", "), humanBytes(uint64(f.Size())))
 	fmt.Fprintf(os.Stderr, "model: n_embd %d, n_layer %d, n_head %d, n_head_kv %d, n_ff %d, n_vocab %d, ctx %d (trained %d)\n",
 		hp.Embd, hp.Layers, hp.Heads, hp.KVHeads, hp.FF, hp.Vocab, m.Context, hp.Context)
+	if c := m.Cache; c.TotalSlots() < c.Layers*c.Context {
+		local := 0
+		for l := range c.Layers {
+			if c.Window(l) > 0 {
+				local++
+			}
+		}
+		fmt.Fprintf(os.Stderr, "model: sliding-window attention on %d of %d layers; their KV rings keep the cache at %d of %d positions\n",
+			local, c.Layers, c.TotalSlots(), c.Layers*c.Context)
+	}
 	fmt.Fprintf(os.Stderr, "backend: %s\n", be.Name())
 }
 

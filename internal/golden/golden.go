@@ -1,7 +1,8 @@
 // Package golden checks an engine against llama.cpp's recorded outputs in
-// ../shared/testdata/golden (prompt tokens, top-10 logits at every prompt
-// position and a 48-token greedy continuation), with the tolerances of
-// golden/README.md. The CPU and Vulkan backends' tests both use it.
+// ../shared/testdata/golden and ../shared/testdata/arch/golden (prompt
+// tokens, top-10 logits at every prompt position and a 48-token greedy
+// continuation), with the tolerances of golden/README.md. The CPU and
+// Vulkan backends' tests both use it.
 package golden
 
 import (
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/x448/float16"
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/gguf"
@@ -48,15 +51,42 @@ func (e *topEntry) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(raw[1], &e.Logit)
 }
 
+// Two kinds of llama.cpp run carry rounding of their own, beyond what
+// golden/README.md allows a float32 engine; Check widens the bound for them.
+const (
+	// f16AccTolerance: on a device with f16 arithmetic and no cooperative
+	// matrices (lavapipe), llama.cpp's Vulkan backend multiplies batches of
+	// more than 8 tokens with f16 accumulators (its mul_mm f16acc
+	// pipelines), so every prompt logit it reports is an f16 value, and
+	// the KV cache the prompt filled carries that rounding into the
+	// continuation. Our float32 engines differ from such runs (the tiny
+	// arch Q4_K_M models' 21- and 48-token prompts) by up to 0.081.
+	f16AccTolerance = 0.1
+	// geluTableTolerance: llama.cpp's CPU backend reads gelu from a table
+	// indexed by the f16 rounding of its input and holding f16 outputs
+	// (GGML_GELU_FP16); the exact tanh form moves tiny-gemma3's logits
+	// by up to 0.0037 from its CPU run.
+	geluTableTolerance = 5e-3
+)
+
 // Tolerance is what golden/README.md promises a correct float32 engine meets.
 type Tolerance struct {
 	Logit     float64 // absolute logit difference
 	FullTop10 bool    // F32/F16: whole top-10 order; quantized: top-1 only
 }
 
+// goldenPath is the path of golden run name under the shared testdata:
+// a bare file name is in golden/, a longer name (arch/golden/…) is the path.
+func goldenPath(name string) string {
+	if !strings.Contains(name, "/") {
+		return filepath.Join("golden", name)
+	}
+	return name
+}
+
 func loadGolden(t *testing.T, name string) run {
 	t.Helper()
-	b, err := os.ReadFile(fixtures.Path(t, "golden", name))
+	b, err := os.ReadFile(fixtures.Path(t, goldenPath(name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,25 +97,49 @@ func loadGolden(t *testing.T, name string) run {
 	return g
 }
 
-// modelFile maps a golden file's model name to its GGUF path.
-func modelFile(t *testing.T, name string) string {
+// modelFile maps a golden file's model name to its GGUF path: the models
+// of dir/golden/*.json are in dir (derived ones in dir/derived).
+func modelFile(t *testing.T, golden, model string) string {
 	t.Helper()
-	if strings.Contains(name, "pad256") {
-		return fixtures.Path(t, "derived", filepath.Base(name))
+	dir := filepath.Dir(filepath.Dir(goldenPath(golden)))
+	if strings.Contains(model, "pad256") {
+		return fixtures.Path(t, dir, "derived", filepath.Base(model))
 	}
-	return fixtures.Path(t, filepath.Base(name))
+	return fixtures.Path(t, dir, filepath.Base(model))
 }
 
-// Files lists the golden runs, each with its tolerance.
+// Files lists the golden runs of the llama-family models in golden/, by
+// file name, each with its tolerance.
 func Files(t *testing.T) map[string]Tolerance {
 	t.Helper()
-	matches, err := filepath.Glob(filepath.Join(filepath.Dir(fixtures.Path(t, "golden", "README.md")), "*.json"))
+	return list(t, "golden", "")
+}
+
+// ArchFiles lists the golden runs of arch/golden (Qwen3, Gemma 3, Phi-3,
+// Llama 3.1), named by their path under the shared testdata, each with its
+// tolerance. qwen3moe's are left out: mixture-of-experts models are not
+// supported yet (issue 19).
+func ArchFiles(t *testing.T) map[string]Tolerance {
+	t.Helper()
+	out := list(t, "arch/golden", "arch/golden/")
+	for name := range out {
+		if strings.Contains(name, "qwen3moe") {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
+// list reads the golden runs in dir, each named prefix + its file name.
+func list(t *testing.T, dir, prefix string) map[string]Tolerance {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(fixtures.Path(t, dir), "*.json"))
 	if err != nil || len(matches) == 0 {
-		t.Fatalf("no golden files: %v", err)
+		t.Fatalf("no golden files in %s: %v", dir, err)
 	}
 	out := map[string]Tolerance{}
 	for _, m := range matches {
-		name := filepath.Base(m)
+		name := prefix + filepath.Base(m)
 		if strings.Contains(name, ".cpu-") {
 			out[name] = Tolerance{Logit: 1e-3, FullTop10: true}
 		} else {
@@ -99,7 +153,7 @@ func Files(t *testing.T) map[string]Tolerance {
 func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 	t.Helper()
 	g := loadGolden(t, name)
-	f, err := gguf.Open(modelFile(t, g.Model))
+	f, err := gguf.Open(modelFile(t, name, g.Model))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +163,15 @@ func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+
+	if !strings.Contains(name, ".cpu-") && f16Prompt(g) && tol.Logit < f16AccTolerance {
+		t.Logf("llama.cpp's prompt logits are all f16 values (f16 accumulators): bound %g", f16AccTolerance)
+		tol.Logit = f16AccTolerance
+	}
+	if strings.Contains(name, ".cpu-") && m.HP.GELU && tol.Logit < geluTableTolerance {
+		t.Logf("llama.cpp's CPU gelu is an f16 table: bound %g", geluTableTolerance)
+		tol.Logit = geluTableTolerance
+	}
 
 	toks := m.Tok.Encode(g.Prompt, g.AddBOS, false)
 	if !slices.Equal(toks, g.Tokens) {
@@ -129,9 +192,10 @@ func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 		compareTop(t, "greedy step", step, last, top, tol)
 		got := sample.Argmax(last)
 		if got != want {
-			// Quantized models may diverge once llama.cpp's own top-2 are within
-			// the tolerance (golden/README.md); F32 models never may.
-			if !tol.FullTop10 && len(top) > 1 && top[0].Logit-top[1].Logit < tol.Logit {
+			// The continuation may diverge once llama.cpp's own top-2 are
+			// within the tolerance: which of two tied tokens wins is then
+			// rounding, not correctness.
+			if len(top) > 1 && top[0].Logit-top[1].Logit < tol.Logit {
 				t.Logf("greedy step %d: %d vs llama.cpp %d at a near-tie (%.4f vs %.4f); stopping the comparison", step, got, want, top[0].Logit, top[1].Logit)
 				return
 			}
@@ -144,6 +208,29 @@ func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 		last = append(last[:0], out...)
 		pos++
 	}
+	// A continuation shorter than llama.cpp's 48 tokens ends with a token
+	// its vocabulary marks end-of-generation (Phi-3's <|end|>, say), which
+	// ours must mark too.
+	if n := len(g.Greedy); n > 0 && n < greedyTokens && !m.Tok.IsEOG(g.Greedy[n-1]) {
+		t.Fatalf("llama.cpp stopped its continuation at token %d (%q), which is not end-of-generation for us", g.Greedy[n-1], m.Tok.Piece(g.Greedy[n-1]))
+	}
+}
+
+// greedyTokens is the length of llama.cpp's greedy continuations, unless
+// one reaches an end-of-generation token first.
+const greedyTokens = 48
+
+// f16Prompt reports whether every top-10 logit llama.cpp recorded at the
+// prompt positions is an f16 value (to the JSON's six decimals).
+func f16Prompt(g run) bool {
+	for _, p := range g.Positions {
+		for _, e := range p.Top {
+			if math.Abs(float64(float16.Fromfloat32(float32(e.Logit)).Float32())-e.Logit) > 1e-6 {
+				return false
+			}
+		}
+	}
+	return len(g.Positions) > 0
 }
 
 // compareTop checks our logits against llama.cpp's top-10 list.
