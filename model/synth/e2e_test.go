@@ -3,7 +3,6 @@ package synth_test
 import (
 	"math"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/backend/cpu"
@@ -12,13 +11,13 @@ import (
 	"github.com/vkinfer/vkinfer/model/synth"
 )
 
-// The tiny models load in the engine, their vocabulary round-trips text
-// (byte fallback included), and a forward pass through every layer gives
-// finite logits of about unit spread at every position: the weight scaling
-// keeps activations in range.
+// The tiny models load in the engine and a forward pass through every
+// layer gives finite logits of about unit spread at every position: the
+// weight scaling keeps activations in range. (TestTokenizers checks their
+// vocabularies.)
 func TestForward(t *testing.T) {
 	const text = "hello world, Synthetic tokens: 42 ü!"
-	for _, preset := range []string{"tiny", "tiny-qwen2"} {
+	for _, preset := range []string{"tiny", "tiny-qwen2", "tiny-llama3.2"} {
 		for _, ftype := range []string{"q4_k_m", "q8_0", "f16"} {
 			t.Run(preset+"/"+ftype, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "m.gguf")
@@ -37,19 +36,6 @@ func TestForward(t *testing.T) {
 				defer m.Close()
 
 				ids := m.Tok.Encode(text, true, false)
-				if ids[0] != 1 {
-					t.Errorf("first token %d, want BOS (1)", ids[0])
-				}
-				dec := m.Tok.NewDecoder()
-				var sb strings.Builder
-				for _, id := range ids {
-					sb.WriteString(dec.Add(id))
-				}
-				sb.WriteString(dec.Flush())
-				if got := sb.String(); got != " "+text {
-					t.Errorf("decoded %q, want %q", got, " "+text)
-				}
-
 				logits, err := m.Forward(ids, 0, true)
 				if err != nil {
 					t.Fatal(err)

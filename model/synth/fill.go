@@ -55,6 +55,17 @@ var fillers = map[quant.Type]filler{
 // tensorData generates the bytes of tensor t as type typ, in parallel
 // chunks, reporting each finished chunk's bytes to done.
 func tensorData(t tensorSpec, typ quant.Type, seed uint64, done func(n uint64)) ([]byte, error) {
+	if t.values != nil {
+		if typ != quant.F32 || uint64(len(t.values)) != t.shape[0] || len(t.shape) != 1 {
+			return nil, fmt.Errorf("%s: %d fixed values for a %s tensor of shape %v", t.name, len(t.values), typ, t.shape)
+		}
+		buf := make([]byte, 4*len(t.values))
+		for i, v := range t.values {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+		}
+		done(uint64(len(buf)))
+		return buf, nil
+	}
 	fill, ok := fillers[typ]
 	if !ok {
 		return nil, fmt.Errorf("no generator for type %s", typ)

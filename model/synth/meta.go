@@ -6,106 +6,95 @@ import (
 	"github.com/vkinfer/vkinfer/gguf"
 )
 
-// Special token ids, as in Llama-2's SentencePiece vocabulary.
-const (
-	unkID = 0
-	bosID = 1
-	eosID = 2
-)
-
-// llama.cpp token types (llama_token_type).
-const (
-	tokNormal  int32 = 1
-	tokUnknown int32 = 2
-	tokControl int32 = 3
-	tokByte    int32 = 6
-)
-
 // quantizationVersion is GGML_QNT_VERSION; convert_hf_to_gguf and
 // llama-quantize both record it.
 const quantizationVersion = 2
 
-// metadata returns the key/values of a file of preset p in mix f: what
-// llama.cpp needs to load it, and a SentencePiece vocabulary.
-func (p *preset) metadata(f *ftype) []gguf.KV {
+// metadata returns the key/values of a file of preset p in mix f: the
+// hyper-parameters under the keys convert_hf_to_gguf writes for p's family,
+// and its tokenizer. It fails only for a preset whose vocabulary cannot be
+// laid out (a bug in the table, which the tests catch).
+func (p *preset) metadata(f *ftype) ([]gguf.KV, error) {
 	a := p.arch + "."
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: p.arch},
 		{Key: "general.name", Value: fmt.Sprintf("vkinfer synthetic %s %s", p.name, f.name)},
 		{Key: "general.file_type", Value: f.fileType},
 		{Key: "general.quantization_version", Value: uint32(quantizationVersion)},
-		{Key: a + "vocab_size", Value: uint32(p.nVocab)},
-		{Key: a + "context_length", Value: p.ctx},
-		{Key: a + "embedding_length", Value: uint32(p.nEmbd)},
-		{Key: a + "block_count", Value: uint32(p.nLayer)},
-		{Key: a + "feed_forward_length", Value: uint32(p.nFF)},
-		{Key: a + "attention.head_count", Value: uint32(p.nHead)},
-		{Key: a + "attention.head_count_kv", Value: uint32(p.nKV)},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: p.eps},
-		{Key: a + "rope.dimension_count", Value: uint32(p.headDim)},
-		{Key: a + "rope.freq_base", Value: p.ropeBase},
 	}
-	tokens, scores, types := vocab(p.nVocab)
-	return append(kvs,
-		gguf.KV{Key: "tokenizer.ggml.model", Value: "llama"},
-		gguf.KV{Key: "tokenizer.ggml.tokens", Value: tokens},
-		gguf.KV{Key: "tokenizer.ggml.scores", Value: scores},
-		gguf.KV{Key: "tokenizer.ggml.token_type", Value: types},
-		gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(bosID)},
-		gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(eosID)},
-		gguf.KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(unkID)},
-		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: true},
+	add := func(key string, v any) { kvs = append(kvs, gguf.KV{Key: a + key, Value: v}) }
+	// The converter writes vocab_size for llama only; the qwen2 presets
+	// have carried it since they were added, and keep it so that their
+	// cached files stay what Write makes.
+	if p.arch == "llama" || p.arch == "qwen2" {
+		add("vocab_size", uint32(p.nVocab))
+	}
+	add("context_length", p.ctx)
+	add("embedding_length", uint32(p.nEmbd))
+	add("block_count", uint32(p.nLayer))
+	add("feed_forward_length", uint32(p.nFF))
+	add("attention.head_count", uint32(p.nHead))
+	add("attention.head_count_kv", uint32(p.nKV))
+	add("attention.layer_norm_rms_epsilon", p.eps)
+	// qwen3 and gemma3 leave the rotary dimension to the head size.
+	if p.arch != "qwen3" && p.arch != "gemma3" {
+		add("rope.dimension_count", uint32(p.headDim))
+	}
+	add("rope.freq_base", p.ropeBase)
+	if p.headKeys {
+		add("attention.key_length", uint32(p.headDim))
+		add("attention.value_length", uint32(p.headDim))
+	}
+	if p.window > 0 {
+		add("attention.sliding_window", p.window)
+	}
+	if p.swaPattern > 0 {
+		add("attention.sliding_window_pattern", p.swaPattern)
+		add("rope.freq_base_swa", p.ropeBaseSWA)
+	}
+	if p.ropeLinear > 0 {
+		add("rope.scaling.type", "linear")
+		add("rope.scaling.factor", p.ropeLinear)
+	}
+	if p.ropeOrigCtx > 0 {
+		add("rope.scaling.original_context_length", p.ropeOrigCtx)
+	}
+
+	k := p.tokenizer
+	v, err := k.build(p.nVocab, p.textTokens())
+	if err != nil {
+		return nil, err
+	}
+	kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.model", Value: k.model})
+	if k.pre != "" {
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.pre", Value: k.pre})
+	}
+	kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.tokens", Value: v.tokens})
+	if v.scores != nil {
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.scores", Value: v.scores})
+	}
+	kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.token_type", Value: v.types})
+	if v.merges != nil {
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.merges", Value: v.merges})
+	}
+	for _, id := range []struct{ key, text string }{
+		{"bos", k.bos}, {"eos", k.eos}, {"unknown", k.unk}, {"padding", k.pad},
+	} {
+		if id.text == "" {
+			continue
+		}
+		i := k.id(id.text, p.textTokens())
+		if i < 0 {
+			return nil, fmt.Errorf("%s token %q is not in the vocabulary", id.key, id.text)
+		}
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml." + id.key + "_token_id", Value: uint32(i)})
+	}
+	kvs = append(kvs,
+		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: k.addBOS},
 		gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: false},
 	)
-}
-
-// vocab builds a SentencePiece vocabulary of n tokens laid out like
-// Llama-2's: <unk>, <s>, </s>, the 256 byte-fallback tokens, then pieces.
-// The pieces are "▁" followed by the lowercase strings in order of length
-// ("▁a", "a", "▁b", … "▁aa", "aa", …), each with and without the word-start
-// mark. Every piece's prefixes come before it, so the BPE merges can reach
-// it, and scores fall with the index so shorter pieces merge first.
-// n must be at least 260 (every preset's is far larger).
-func vocab(n int) (tokens []string, scores []float32, types []int32) {
-	tokens = make([]string, 0, n)
-	types = make([]int32, 0, n)
-	tokens = append(tokens, "<unk>", "<s>", "</s>")
-	types = append(types, tokUnknown, tokControl, tokControl)
-	for b := range 256 {
-		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
-		types = append(types, tokByte)
+	if k.noSpacePrefix {
+		kvs = append(kvs, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: false})
 	}
-	tokens = append(tokens, "▁")
-	types = append(types, tokNormal)
-	firstPiece := len(tokens) - 1
-	// word is a base-26 odometer over 'a'..'z' that grows by one letter
-	// each time it wraps, enumerating all strings by length.
-	word := []byte{'a'}
-	for len(tokens) < n {
-		tokens = append(tokens, "▁"+string(word))
-		types = append(types, tokNormal)
-		if len(tokens) < n {
-			tokens = append(tokens, string(word))
-			types = append(types, tokNormal)
-		}
-		word = nextWord(word)
-	}
-	scores = make([]float32, n)
-	for i := firstPiece; i < n; i++ {
-		scores[i] = -float32(i - firstPiece)
-	}
-	return tokens, scores, types
-}
-
-// nextWord returns the lowercase string after w in length-then-alphabetical
-// order ("z" → "aa", "az" → "ba", "zz" → "aaa").
-func nextWord(w []byte) []byte {
-	for i := len(w) - 1; i >= 0; i-- {
-		if w[i] < 'z' {
-			w[i]++
-			return w
-		}
-		w[i] = 'a'
-	}
-	return append([]byte{'a'}, w...)
+	return kvs, nil
 }

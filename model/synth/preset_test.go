@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -90,6 +91,91 @@ func TestPresetShapes(t *testing.T) {
 			"blk.1.attn_q.bias":     {384},
 			"blk.1.attn_v.weight":   {384, 128},
 			"blk.1.ffn_down.weight": {1024, 384},
+		}, []string{"output.weight"}},
+		// Real files: Qwen3-0.6B has 310 tensors, Qwen3-8B 399, Gemma 3
+		// 1B 340, Gemma 3 4B 444 (its text model), Phi-3-mini 195,
+		// Llama 3.2 1B 147.
+		{"qwen3-0.6b", 310, shapes{
+			"token_embd.weight":         {1024, 151936},
+			"blk.0.attn_q.weight":       {1024, 2048},
+			"blk.0.attn_k.weight":       {1024, 1024},
+			"blk.0.attn_v.weight":       {1024, 1024},
+			"blk.0.attn_q_norm.weight":  {128},
+			"blk.27.attn_k_norm.weight": {128},
+			"blk.27.attn_output.weight": {2048, 1024},
+			"blk.27.ffn_gate.weight":    {1024, 3072},
+			"blk.27.ffn_down.weight":    {3072, 1024},
+		}, []string{"output.weight", "blk.28.attn_q.weight", "blk.0.attn_q.bias"}},
+		{"qwen3-8b", 399, shapes{
+			"token_embd.weight":         {4096, 151936},
+			"blk.0.attn_q.weight":       {4096, 4096},
+			"blk.0.attn_k.weight":       {4096, 1024},
+			"blk.35.attn_q_norm.weight": {128},
+			"blk.35.attn_output.weight": {4096, 4096},
+			"blk.35.ffn_up.weight":      {4096, 12288},
+			"blk.35.ffn_down.weight":    {12288, 4096},
+			"output.weight":             {4096, 151936},
+		}, []string{"blk.36.attn_q.weight"}},
+		{"gemma3-1b", 340, shapes{
+			"token_embd.weight":                 {1152, 262144},
+			"blk.0.attn_q.weight":               {1152, 1024},
+			"blk.0.attn_k.weight":               {1152, 256},
+			"blk.0.attn_v.weight":               {1152, 256},
+			"blk.0.attn_q_norm.weight":          {256},
+			"blk.0.attn_k_norm.weight":          {256},
+			"blk.0.attn_output.weight":          {1024, 1152},
+			"blk.25.post_attention_norm.weight": {1152},
+			"blk.25.ffn_gate.weight":            {1152, 6912},
+			"blk.25.ffn_down.weight":            {6912, 1152},
+			"blk.25.post_ffw_norm.weight":       {1152},
+		}, []string{"output.weight", "blk.26.attn_q.weight"}},
+		{"gemma3-4b", 444, shapes{
+			"token_embd.weight":           {2560, 262144},
+			"blk.0.attn_q.weight":         {2560, 2048},
+			"blk.0.attn_k.weight":         {2560, 1024},
+			"blk.33.attn_output.weight":   {2048, 2560},
+			"blk.33.ffn_up.weight":        {2560, 10240},
+			"blk.33.post_ffw_norm.weight": {2560},
+		}, []string{"output.weight", "blk.34.attn_q.weight"}},
+		{"phi3-mini", 195, shapes{
+			"token_embd.weight":        {3072, 32064},
+			"blk.0.attn_qkv.weight":    {3072, 9216},
+			"blk.0.attn_output.weight": {3072, 3072},
+			"blk.31.ffn_up.weight":     {3072, 16384},
+			"blk.31.ffn_down.weight":   {8192, 3072},
+			"output.weight":            {3072, 32064},
+		}, []string{"blk.0.attn_q.weight", "blk.0.ffn_gate.weight", "blk.32.attn_qkv.weight"}},
+		{"llama3.2-1b", 147, shapes{
+			"rope_freqs.weight":         {32},
+			"token_embd.weight":         {2048, 128256},
+			"blk.0.attn_q.weight":       {2048, 2048},
+			"blk.0.attn_k.weight":       {2048, 512},
+			"blk.15.attn_output.weight": {2048, 2048},
+			"blk.15.ffn_gate.weight":    {2048, 8192},
+			"blk.15.ffn_down.weight":    {8192, 2048},
+		}, []string{"output.weight", "blk.16.attn_q.weight"}},
+		{"tiny-qwen3", 1 + 4*11 + 1, shapes{
+			"blk.0.attn_q.weight":      {256, 512},
+			"blk.0.attn_k.weight":      {256, 256},
+			"blk.3.attn_q_norm.weight": {128},
+			"blk.3.attn_output.weight": {512, 256},
+		}, []string{"output.weight"}},
+		{"tiny-gemma3", 1 + 6*13 + 1, shapes{
+			"blk.0.attn_q.weight":        {256, 1024},
+			"blk.0.attn_v.weight":        {256, 256},
+			"blk.5.attn_k_norm.weight":   {256},
+			"blk.5.attn_output.weight":   {1024, 256},
+			"blk.5.post_ffw_norm.weight": {256},
+		}, []string{"output.weight", "blk.6.attn_q.weight"}},
+		{"tiny-phi3", 1 + 3*6 + 2, shapes{
+			"blk.0.attn_qkv.weight": {768, 2304},
+			"blk.2.ffn_up.weight":   {768, 2048},
+			"blk.2.ffn_down.weight": {1024, 768},
+			"output.weight":         {768, 1024},
+		}, []string{"blk.0.ffn_gate.weight"}},
+		{"tiny-llama3.2", 1 + 1 + 4*9 + 1, shapes{
+			"rope_freqs.weight":   {16},
+			"blk.0.attn_k.weight": {256, 64},
 		}, []string{"output.weight"}},
 	}
 	if got, want := len(cases), len(Presets()); got != want {
@@ -284,43 +370,96 @@ func TestLookupErrors(t *testing.T) {
 	}
 }
 
-func TestVocab(t *testing.T) {
-	for _, n := range []int{260, 1024, 128256} {
-		tokens, scores, types := vocab(n)
-		if len(tokens) != n || len(scores) != n || len(types) != n {
-			t.Fatalf("vocab(%d): %d tokens, %d scores, %d types", n, len(tokens), len(scores), len(types))
+// Phi-3's fused attn_qkv takes attn_v's rule in llama.cpp (its
+// category_is_attn_v comes before the ATTENTION_QKV branch that would make
+// it Q5_K): Q6_K in the layers use_more_bits picks, Q4_K elsewhere. The
+// fused ffn_up is an ordinary matrix.
+func TestQ4KMPhi3(t *testing.T) {
+	p, _ := lookupPreset("phi3-mini")
+	types, _ := typesOf(t, p, "q4_k_m")
+	more := []int{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}
+	for i := range 32 {
+		want := quant.Q4_K
+		if slices.Contains(more, i) {
+			want = quant.Q6_K
 		}
-		index := map[string]int{}
-		for i, tok := range tokens {
-			if j, dup := index[tok]; dup {
-				t.Fatalf("vocab(%d): %q at %d and %d", n, tok, j, i)
-			}
-			index[tok] = i
-		}
-		if tokens[unkID] != "<unk>" || tokens[bosID] != "<s>" || tokens[eosID] != "</s>" {
-			t.Errorf("specials %q", tokens[:3])
-		}
-		for b := range 256 {
-			tok := fmt.Sprintf("<0x%02X>", b)
-			if i := index[tok]; i != 3+b || types[i] != tokByte {
-				t.Errorf("byte token %s at %d type %d", tok, i, types[i])
+		for _, name := range []string{"attn_qkv", "ffn_down"} {
+			if got := types[fmt.Sprintf("blk.%d.%s.weight", i, name)]; got != want {
+				t.Errorf("blk.%d.%s: %s, want %s", i, name, got, want)
 			}
 		}
-		// Every piece can be built by merging two shorter ones, and its
-		// prefixes score higher (merge earlier).
-		for i := 259; i < n; i++ {
-			if types[i] != tokNormal {
-				t.Errorf("token %d type %d", i, types[i])
+		for _, name := range []string{"attn_output", "ffn_up"} {
+			if got := types[fmt.Sprintf("blk.%d.%s.weight", i, name)]; got != quant.Q4_K {
+				t.Errorf("blk.%d.%s: %s, want Q4_K", i, name, got)
 			}
-			r := []rune(tokens[i])
-			if len(r) == 1 {
-				continue
+		}
+	}
+	if types["token_embd.weight"] != quant.Q4_K || types["output.weight"] != quant.Q6_K {
+		t.Errorf("token_embd %s, output %s; want Q4_K and Q6_K", types["token_embd.weight"], types["output.weight"])
+	}
+}
+
+// The new tensors of Qwen3, Gemma 3 and Llama 3.2 in Q4_K_M: norms and
+// rope_freqs stay F32; tied embeddings take the output's Q6_K, or Q8_0
+// where the rows (Gemma 3 1B's 1152) do not fit K-quants, as in llama.cpp;
+// Gemma 3 1B's other 1152-wide matrices fall back to Q8_0 (llama.cpp's
+// Q5_0, which we lack).
+func TestQ4KMNewLayouts(t *testing.T) {
+	for preset, want := range map[string]map[string]quant.Type{
+		"qwen3-0.6b": {
+			"token_embd.weight":         quant.Q6_K,
+			"blk.0.attn_q_norm.weight":  quant.F32,
+			"blk.0.attn_k_norm.weight":  quant.F32,
+			"blk.0.attn_v.weight":       quant.Q6_K, // 0 < 28/8
+			"blk.4.attn_v.weight":       quant.Q4_K, // (4 − 3) % 3 == 1
+			"blk.5.ffn_down.weight":     quant.Q6_K, // (5 − 3) % 3 == 2
+			"blk.27.attn_output.weight": quant.Q4_K,
+		},
+		"qwen3-8b": {"token_embd.weight": quant.Q4_K, "output.weight": quant.Q6_K, "blk.35.attn_k_norm.weight": quant.F32},
+		"gemma3-1b": {
+			"token_embd.weight":                quant.Q8_0,
+			"blk.0.attn_q.weight":              quant.Q8_0,
+			"blk.0.attn_v.weight":              quant.Q8_0, // Q6_K, falling back
+			"blk.4.attn_v.weight":              quant.Q8_0, // Q4_K, falling back
+			"blk.0.attn_output.weight":         quant.Q4_K, // ne0 1024
+			"blk.0.ffn_down.weight":            quant.Q6_K, // ne0 6912 = 27·256
+			"blk.4.ffn_down.weight":            quant.Q4_K, // (4 − 3) % 3 == 1
+			"blk.0.post_attention_norm.weight": quant.F32,
+			"blk.0.post_ffw_norm.weight":       quant.F32,
+		},
+		"gemma3-4b":   {"token_embd.weight": quant.Q6_K, "blk.0.attn_q.weight": quant.Q4_K, "blk.0.attn_v.weight": quant.Q6_K},
+		"llama3.2-1b": {"rope_freqs.weight": quant.F32, "token_embd.weight": quant.Q6_K, "blk.1.attn_v.weight": quant.Q6_K},
+	} {
+		p, _ := lookupPreset(preset)
+		types, _ := typesOf(t, p, "q4_k_m")
+		for name, w := range want {
+			if types[name] != w {
+				t.Errorf("%s: %s is %s, want %s", preset, name, types[name], w)
 			}
-			prefix := string(r[:len(r)-1])
-			j, ok := index[prefix]
-			if !ok || scores[j] <= scores[i] {
-				t.Errorf("piece %q: prefix %q missing or scores lower", tokens[i], prefix)
-			}
+		}
+	}
+}
+
+// rope_freqs for Llama 3.2 1B (base 500000, head dim 64, factor 32, low 1,
+// high 4, original context 8192): 1 for the first 15 frequencies, 32 for
+// the last 14, and between them the three smoothed values, computed
+// independently (Python, the converter's formula in float64).
+func TestLlama3RopeFactors(t *testing.T) {
+	p, _ := lookupPreset("llama3.2-1b")
+	got := p.llama3Rope.factors(float64(p.ropeBase), int(p.headDim))
+	if len(got) != 32 {
+		t.Fatalf("%d factors, want 32", len(got))
+	}
+	for i, v := range got {
+		want := map[int]float64{15: 1.651329, 16: 3.292262, 17: 9.666729}[i]
+		switch {
+		case i < 15:
+			want = 1
+		case i > 17:
+			want = 32
+		}
+		if math.Abs(float64(v)-want) > 1e-6*want {
+			t.Errorf("factor %d = %.7g, want %.7g", i, v, want)
 		}
 	}
 }

@@ -1,9 +1,10 @@
-// Package synth writes synthetic GGUF models with the geometry of real
-// checkpoints (Llama-3-8B, Llama-2-7B, Qwen2.5-0.5B, and a tiny one for CI)
-// in llama.cpp's type mixes, with random weights that keep activations
-// finite and a small SentencePiece vocabulary. The files load in llama.cpp
-// as well as here, so anyone can run and benchmark without a download.
-// Output is deterministic for a seed.
+// Package synth writes synthetic GGUF models with the geometry and layout of
+// real checkpoints (Llama 2/3/3.2, Qwen2.5, Qwen3, Gemma 3, Phi-3, and tiny
+// ones for CI) in llama.cpp's type mixes, with random weights that keep
+// activations finite and a synthetic vocabulary of the family's tokenizer
+// kind (SentencePiece or byte-level BPE, with its special tokens). The files
+// load in llama.cpp as well as here, so anyone can run and benchmark without
+// a download. Output is deterministic for a seed.
 package synth
 
 import (
@@ -45,6 +46,10 @@ func Write(path, preset, ftype string, seed uint64, progress func(done, total ui
 	if err != nil {
 		return fmt.Errorf("synth: %s %s: %w", p.name, f.name, err)
 	}
+	kvs, err := p.metadata(f)
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", p.name, err)
+	}
 	if progress != nil {
 		progress(0, total)
 	}
@@ -57,7 +62,7 @@ func Write(path, preset, ftype string, seed uint64, progress func(done, total ui
 	// CreateTemp makes the file private (0600); a model is an ordinary file.
 	err = errors.Join(tmp.Chmod(0o644), tmp.Close())
 	if err == nil {
-		err = gguf.Write(tmpPath, p.metadata(f), tensors)
+		err = gguf.Write(tmpPath, kvs, tensors)
 	}
 	if err == nil {
 		err = os.Rename(tmpPath, path)
@@ -154,7 +159,11 @@ func Header(spec string) (*gguf.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("synth: %s %s: %w", p.name, f.name, err)
 	}
-	return gguf.Header(spec, p.metadata(f), tensors)
+	kvs, err := p.metadata(f)
+	if err != nil {
+		return nil, fmt.Errorf("synth: %s: %w", p.name, err)
+	}
+	return gguf.Header(spec, kvs, tensors)
 }
 
 // parseSpec reads "synth:PRESET[:FTYPE]"; the preset is nil for a string

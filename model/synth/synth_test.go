@@ -38,7 +38,7 @@ func open(t *testing.T, path string) *gguf.File {
 // llama.cpp needs, the planned tensors, and values that dequantize to
 // finite numbers with about the intended mean and spread.
 func TestWriteReopen(t *testing.T) {
-	for _, name := range []string{"tiny", "tiny-qwen2"} {
+	for _, name := range tinyPresets {
 		for _, ft := range Ftypes() {
 			t.Run(name+"/"+ft, func(t *testing.T) {
 				p, _ := lookupPreset(name)
@@ -51,24 +51,26 @@ func TestWriteReopen(t *testing.T) {
 	}
 }
 
+// tinyPresets are the presets small enough to write in every test run.
+var tinyPresets = []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2"}
+
 func checkMetadata(t *testing.T, f *gguf.File, p *preset, m *ftype) {
 	t.Helper()
 	if f.Arch() != p.arch {
 		t.Errorf("architecture %q, want %q", f.Arch(), p.arch)
 	}
 	a := p.arch + "."
+	k := p.tokenizer
 	uints := map[string]uint64{
-		"general.file_type":               uint64(m.fileType),
-		a + "context_length":              uint64(p.ctx),
-		a + "embedding_length":            p.nEmbd,
-		a + "block_count":                 uint64(p.nLayer),
-		a + "feed_forward_length":         p.nFF,
-		a + "attention.head_count":        p.nHead,
-		a + "attention.head_count_kv":     p.nKV,
-		a + "rope.dimension_count":        p.headDim,
-		"tokenizer.ggml.bos_token_id":     bosID,
-		"tokenizer.ggml.eos_token_id":     eosID,
-		"tokenizer.ggml.unknown_token_id": unkID,
+		"general.file_type":           uint64(m.fileType),
+		a + "context_length":          uint64(p.ctx),
+		a + "embedding_length":        p.nEmbd,
+		a + "block_count":             uint64(p.nLayer),
+		a + "feed_forward_length":     p.nFF,
+		a + "attention.head_count":    p.nHead,
+		a + "attention.head_count_kv": p.nKV,
+		"tokenizer.ggml.bos_token_id": uint64(k.id(k.bos, p.textTokens())),
+		"tokenizer.ggml.eos_token_id": uint64(k.id(k.eos, p.textTokens())),
 	}
 	for k, want := range uints {
 		if got, ok := f.Uint(k); !ok || got != want {
@@ -84,17 +86,24 @@ func checkMetadata(t *testing.T, f *gguf.File, p *preset, m *ftype) {
 			t.Errorf("%s = %g (present %v), want %g", k, got, ok, want)
 		}
 	}
-	if s, _ := f.String("tokenizer.ggml.model"); s != "llama" {
-		t.Errorf("tokenizer.ggml.model %q", s)
+	if s, _ := f.String("tokenizer.ggml.model"); s != k.model {
+		t.Errorf("tokenizer.ggml.model %q, want %q", s, k.model)
 	}
-	if b, ok := f.Bool("tokenizer.ggml.add_bos_token"); !ok || !b {
+	if b, ok := f.Bool("tokenizer.ggml.add_bos_token"); !ok || b != k.addBOS {
 		t.Errorf("add_bos_token %v (present %v)", b, ok)
 	}
 	tokens, _ := f.Strings("tokenizer.ggml.tokens")
-	scores, _ := f.Float32s("tokenizer.ggml.scores")
 	types, _ := f.Int32s("tokenizer.ggml.token_type")
-	if len(tokens) != p.nVocab || len(scores) != p.nVocab || len(types) != p.nVocab {
-		t.Errorf("vocabulary: %d tokens, %d scores, %d types, want %d", len(tokens), len(scores), len(types), p.nVocab)
+	if len(tokens) != p.nVocab || len(types) != p.nVocab {
+		t.Errorf("vocabulary: %d tokens, %d types, want %d", len(tokens), len(types), p.nVocab)
+	}
+	scores, hasScores := f.Float32s("tokenizer.ggml.scores")
+	merges, hasMerges := f.Strings("tokenizer.ggml.merges")
+	switch {
+	case k.model == modelSPM && (len(scores) != p.nVocab || hasMerges):
+		t.Errorf("SentencePiece vocabulary with %d scores, merges %v", len(scores), hasMerges)
+	case k.model == modelBPE && (len(merges) != p.textTokens()-256 || hasScores):
+		t.Errorf("BPE vocabulary with %d merges, scores %v", len(merges), hasScores)
 	}
 }
 
@@ -115,6 +124,12 @@ func checkTensors(t *testing.T, f *gguf.File, p *preset, m *ftype) {
 		vals := make([]float32, ft.Elements())
 		if err := quant.Dequantize(ft.Type, f.Data(ft), vals); err != nil {
 			t.Fatalf("%s: %v", ft.Name, err)
+		}
+		if spec.values != nil {
+			if !slices.Equal(vals, spec.values) {
+				t.Errorf("%s: %v, want %v", ft.Name, vals, spec.values)
+			}
+			continue
 		}
 		checkStats(t, ft.Name+" ("+ft.Type.String()+")", vals, distOf(spec), ft.Type.BlockSize())
 	}
@@ -389,4 +404,125 @@ func metaValue(f *gguf.File, key string) string {
 		return fmt.Sprint("float ", v)
 	}
 	return "?"
+}
+
+// TestPresetMetadata reads the headers of the real-geometry presets (no
+// weights are made) for the keys convert_hf_to_gguf writes for each family,
+// with the values of the checkpoints' configs and tokenizers written out by
+// hand, and for the keys it does not write.
+func TestPresetMetadata(t *testing.T) {
+	for _, c := range []struct {
+		spec   string
+		want   map[string]string // key → metaValue
+		absent []string
+	}{
+		{"synth:qwen3-0.6b", map[string]string{
+			"general.architecture":            "string qwen3",
+			"qwen3.context_length":            "uint 40960",
+			"qwen3.embedding_length":          "uint 1024",
+			"qwen3.block_count":               "uint 28",
+			"qwen3.feed_forward_length":       "uint 3072",
+			"qwen3.attention.head_count":      "uint 16",
+			"qwen3.attention.head_count_kv":   "uint 8",
+			"qwen3.attention.key_length":      "uint 128",
+			"qwen3.attention.value_length":    "uint 128",
+			"qwen3.rope.freq_base":            "float 1e+06",
+			"tokenizer.ggml.model":            "string gpt2",
+			"tokenizer.ggml.pre":              "string qwen2",
+			"tokenizer.ggml.bos_token_id":     "uint 151643",
+			"tokenizer.ggml.eos_token_id":     "uint 151645",
+			"tokenizer.ggml.padding_token_id": "uint 151643",
+			"tokenizer.ggml.add_bos_token":    "bool false",
+			"general.file_type":               "uint 15",
+			"general.quantization_version":    "uint 2",
+		}, []string{"qwen3.rope.dimension_count", "qwen3.vocab_size", "tokenizer.ggml.scores", "tokenizer.ggml.unknown_token_id"}},
+		{"synth:qwen3-8b:q8_0", map[string]string{
+			"qwen3.embedding_length":        "uint 4096",
+			"qwen3.block_count":             "uint 36",
+			"qwen3.feed_forward_length":     "uint 12288",
+			"qwen3.attention.head_count":    "uint 32",
+			"qwen3.attention.head_count_kv": "uint 8",
+			"general.file_type":             "uint 7",
+		}, nil},
+		{"synth:gemma3-1b", map[string]string{
+			"gemma3.context_length":                   "uint 32768",
+			"gemma3.embedding_length":                 "uint 1152",
+			"gemma3.block_count":                      "uint 26",
+			"gemma3.feed_forward_length":              "uint 6912",
+			"gemma3.attention.head_count":             "uint 4",
+			"gemma3.attention.head_count_kv":          "uint 1",
+			"gemma3.attention.key_length":             "uint 256",
+			"gemma3.attention.value_length":           "uint 256",
+			"gemma3.attention.sliding_window":         "uint 512",
+			"gemma3.attention.sliding_window_pattern": "uint 6",
+			"gemma3.rope.freq_base":                   "float 1e+06",
+			"gemma3.rope.freq_base_swa":               "float 10000",
+			"tokenizer.ggml.model":                    "string llama",
+			"tokenizer.ggml.bos_token_id":             "uint 2",
+			"tokenizer.ggml.eos_token_id":             "uint 1",
+			"tokenizer.ggml.unknown_token_id":         "uint 3",
+			"tokenizer.ggml.padding_token_id":         "uint 0",
+			"tokenizer.ggml.add_bos_token":            "bool true",
+			"tokenizer.ggml.add_space_prefix":         "bool false",
+		}, []string{"gemma3.rope.dimension_count", "gemma3.rope.scaling.type", "tokenizer.ggml.merges"}},
+		{"synth:gemma3-4b", map[string]string{
+			"gemma3.context_length":           "uint 131072",
+			"gemma3.embedding_length":         "uint 2560",
+			"gemma3.block_count":              "uint 34",
+			"gemma3.feed_forward_length":      "uint 10240",
+			"gemma3.attention.head_count":     "uint 8",
+			"gemma3.attention.head_count_kv":  "uint 4",
+			"gemma3.attention.sliding_window": "uint 1024",
+			"gemma3.rope.scaling.type":        "string linear",
+			"gemma3.rope.scaling.factor":      "float 8",
+		}, nil},
+		{"synth:phi3-mini", map[string]string{
+			"phi3.context_length":                       "uint 4096",
+			"phi3.rope.scaling.original_context_length": "uint 4096",
+			"phi3.embedding_length":                     "uint 3072",
+			"phi3.block_count":                          "uint 32",
+			"phi3.feed_forward_length":                  "uint 8192",
+			"phi3.attention.head_count":                 "uint 32",
+			"phi3.attention.head_count_kv":              "uint 32",
+			"phi3.rope.dimension_count":                 "uint 96",
+			"phi3.rope.freq_base":                       "float 10000",
+			"phi3.attention.sliding_window":             "uint 2047",
+			"tokenizer.ggml.model":                      "string llama",
+			"tokenizer.ggml.bos_token_id":               "uint 1",
+			"tokenizer.ggml.eos_token_id":               "uint 32000",
+			"tokenizer.ggml.padding_token_id":           "uint 32000",
+		}, []string{"phi3.attention.key_length", "phi3.attention.sliding_window_pattern"}},
+		{"synth:llama3.2-1b", map[string]string{
+			"llama.vocab_size":              "uint 128256",
+			"llama.context_length":          "uint 131072",
+			"llama.embedding_length":        "uint 2048",
+			"llama.block_count":             "uint 16",
+			"llama.feed_forward_length":     "uint 8192",
+			"llama.attention.head_count":    "uint 32",
+			"llama.attention.head_count_kv": "uint 8",
+			"llama.attention.key_length":    "uint 64",
+			"llama.rope.dimension_count":    "uint 64",
+			"llama.rope.freq_base":          "float 500000",
+			"tokenizer.ggml.model":          "string gpt2",
+			"tokenizer.ggml.pre":            "string llama-bpe",
+			"tokenizer.ggml.bos_token_id":   "uint 128000",
+			"tokenizer.ggml.eos_token_id":   "uint 128009",
+			"tokenizer.ggml.add_bos_token":  "bool true",
+		}, []string{"llama.rope.scaling.type"}},
+	} {
+		h, err := Header(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range c.want {
+			if got := metaValue(h, k); got != want {
+				t.Errorf("%s: %s = %s, want %s", c.spec, k, got, want)
+			}
+		}
+		for _, k := range c.absent {
+			if h.Has(k) {
+				t.Errorf("%s: unexpected key %s = %s", c.spec, k, metaValue(h, k))
+			}
+		}
+	}
 }
