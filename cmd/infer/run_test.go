@@ -147,3 +147,57 @@ func TestStopReason(t *testing.T) {
 		}
 	}
 }
+
+// TestRunJSONArch: greedy --json runs on the tiny Qwen3, Gemma 3, Phi-3 and
+// Llama 3.1 models give llama.cpp's prompt tokens and its greedy tokens (CPU
+// engine against llama.cpp's CPU backend, both F32) up to the first step
+// whose top two logits are within 1e-3. llama.cpp's Phi-3 continuation ends
+// at an end-of-generation token before 48, which --json reports as stop
+// "eog" without the token.
+func TestRunJSONArch(t *testing.T) {
+	for _, name := range []string{"tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama31"} {
+		t.Run(name, func(t *testing.T) {
+			var g struct {
+				Prompt    string    `json:"prompt"`
+				Tokens    []int32   `json:"tokens"`
+				Greedy    []int32   `json:"greedy"`
+				GreedyTop [][][]any `json:"greedy_top"` // [id, logit, piece] per step, best first
+			}
+			b, err := os.ReadFile(fixtures.Path(t, "arch", "golden", name+".lily.cpu-f32.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &g); err != nil {
+				t.Fatal(err)
+			}
+			r := infer(t, "-m", fixtures.Path(t, "arch", name+".gguf"), "-p", g.Prompt, "-n", "48", "--temp", "0", "--json", "--backend", "cpu")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			rep := decodeRun(t, r.stdout)
+			if !slices.Equal(rep.PromptTokens, g.Tokens) {
+				t.Errorf("prompt_tokens %v, want %v", rep.PromptTokens, g.Tokens)
+			}
+			n := len(g.Greedy)
+			for i, top := range g.GreedyTop {
+				if top[0][1].(float64)-top[1][1].(float64) < 1e-3 {
+					n = i
+					break
+				}
+			}
+			// llama.cpp's continuation ends with the end-of-generation token
+			// that stopped it; --json does not emit that token.
+			eog := n == len(g.Greedy) && n < 48
+			want := g.Greedy[:n]
+			if eog {
+				want = want[:n-1]
+			}
+			if len(rep.Tokens) < len(want) || !slices.Equal(rep.Tokens[:len(want)], want) {
+				t.Errorf("tokens %v\nwant   %v… (llama.cpp's up to its first near-tie)", rep.Tokens, want)
+			}
+			if eog && (rep.Stop != "eog" || len(rep.Tokens) != n-1 || rep.Timings.PredictedN != n) {
+				t.Errorf("stop %q, %d tokens, predicted_n %d; want eog after %d tokens", rep.Stop, len(rep.Tokens), rep.Timings.PredictedN, n-1)
+			}
+		})
+	}
+}
