@@ -77,6 +77,75 @@ func TestGoldenVulkan(t *testing.T) {
 	}
 }
 
+// TestGoldenArchVulkan runs llama.cpp's golden runs of the other
+// architectures (arch/golden: Qwen3, Gemma 3, Phi-3, Llama 3.1, F32 and
+// Q4_K_M) through the GPU engine at both waves and with 8-bit activations,
+// with the bounds of TestGoldenVulkan.
+func TestGoldenArchVulkan(t *testing.T) {
+	for name, tol := range golden.ArchFiles(t) {
+		if strings.Contains(name, "gemma3") {
+			continue // sliding-window attention: with the flash-attention windows
+		}
+		tol.Logit = max(tol.Logit, kvTolerance)
+		for _, w := range []int{32, 64} {
+			t.Run(fmt.Sprintf("%s/wave%d", filepath.Base(name), w), func(t *testing.T) {
+				golden.Check(t, openWith(t, engine.Options{Wave: w, IntDot: f32.IntDot}), name, tol)
+			})
+		}
+		t.Run(filepath.Base(name)+"/int-dot", func(t *testing.T) {
+			tol.Logit = max(tol.Logit, intDotTolerance)
+			golden.Check(t, openWith(t, intDot), name, tol)
+		})
+	}
+}
+
+// TestArchMatchesCPU compares the GPU engine's logits at every position of
+// a 40-token prompt with the CPU engine's (both with an f16 KV cache) on
+// the arch models, in batches of 16, of 8 and of one token: Gemma 3's
+// sliding layers (window 8) then keep rings of 23, 15 and 8 slots, which
+// the prompt wraps once to four times, batches straddling the wrap.
+func TestArchMatchesCPU(t *testing.T) {
+	long := make([]int32, 40)
+	for i := range long {
+		long[i] = int32(3 + (i*97+11)%500)
+	}
+	for _, m := range []string{"tiny-qwen3", "tiny-phi3", "tiny-llama31"} { // tiny-gemma3: with the flash-attention windows
+		for _, ft := range []string{"", "-q4_k_m"} {
+			t.Run(m+ft, func(t *testing.T) {
+				f, err := gguf.Open(fixtures.Path(t, "arch", m+ft+".gguf"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				// ubatch 16: the tiled products, whose f16 weight tiles
+				// cost up to 1.3e-3 of the largest logit (measured on
+				// lavapipe); 8 and 1: the matrix-vector kernels, f32
+				// throughout, where what remains (up to 1.4e-4) is the f16
+				// cache: keys and values that differ in their last f32
+				// bits between the engines round to neighbouring f16s now
+				// and then (5e-4 relative, Q and K norms keep keys O(1)).
+				for _, c := range []struct {
+					ub  int
+					tol float64
+				}{{16, 3e-3}, {8, 4e-4}, {1, 4e-4}} {
+					ub := c.ub
+					ref := cpu.New(0)
+					ref.F16KV = true
+					want := forwardPrompt(t, f, ref, ub, long)
+					for _, w := range []int{32, 64} {
+						got := forwardPrompt(t, f, openWith(t, engine.Options{Wave: w, IntDot: f32.IntDot}), ub, long)
+						worst, scale := logitDiff(want, got)
+						t.Logf("ubatch %d wave %d: max |GPU − CPU| = %.3g over %d logits (max |logit| %.3g)", ub, w, worst, len(want), scale)
+						if worst > c.tol*max(1, scale) {
+							t.Fatalf("ubatch %d wave %d: GPU logits differ from the CPU engine's by %.3g (max |logit| %.3g)", ub, w, worst, scale)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestMatchesCPU compares the GPU engine's logits at every prompt position
 // with the CPU engine's, both with an f16 KV cache, on models whose logits
 // are not chaotic in the cache's rounding (stories260K is: one f16 ulp of a
@@ -146,12 +215,18 @@ func logitDiff(want, got []float32) (worst, scale float64) {
 
 func forward(t *testing.T, f *gguf.File, be backend.Backend, ub int) []float32 {
 	t.Helper()
+	return forwardPrompt(t, f, be, ub, prompt)
+}
+
+// forwardPrompt is forward with the prompt toks.
+func forwardPrompt(t *testing.T, f *gguf.File, be backend.Backend, ub int, toks []int32) []float32 {
+	t.Helper()
 	m, err := model.Load(f, be, model.Options{Context: 64, UBatch: ub})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	out, err := m.Forward(prompt, 0, true)
+	out, err := m.Forward(toks, 0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
