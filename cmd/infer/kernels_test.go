@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -29,8 +30,8 @@ var amdMatrix = []struct {
 // scratch memory a wave then needs.
 var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
 
-// TestAMDCompileMatrix builds every pipeline of Llama-3-8B (Q4_K_M shapes)
-// with AMD's compiler (ACO, through RADV's null devices) for GCN4 to
+// TestAMDCompileMatrix builds every pipeline of Llama-3-8B (Q4_K_M shapes),
+// and those Qwen3-8B adds, with AMD's compiler (ACO, through RADV's null devices) for GCN4 to
 // RDNA4: the engine's choices at every wave the device runs; the policy's
 // wave on a short prompt (9 tokens: split prefill attention and its merge,
 // narrow tiles, rows of 8) with 8-bit and with f32 activations; and the
@@ -39,19 +40,22 @@ var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
 // own width, and RDNA's attention at the policy's wave32.
 func TestAMDCompileMatrix(t *testing.T) {
 	runs := []struct {
-		args []string
+		model string // a synth: preset; "" is llama3-8b
+		args  []string
 		// waves: flash attention's lane groups on RDNA (GCN runs 64
 		// alone); none with the plain kernel.
 		waves []int
 	}{
-		{nil, []int{32, 64}},
-		{[]string{"--wave", "auto", "-u", "9", "--int-dot", "on"}, []int{32}},
-		{[]string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
-		{[]string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
-		{[]string{"--int-dot", "off", "--flash-attn=false"}, nil},
+		{"", nil, []int{32, 64}},
+		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "on"}, []int{32}},
+		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
+		{"", []string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
+		{"", []string{"--int-dot", "off", "--flash-attn=false"}, nil},
 		// RDNA3 takes cooperative matrices by default; its scalar prefill
 		// products must build too.
-		{[]string{"--wave", "auto", "--coopmat", "off"}, []int{32}},
+		{"", []string{"--wave", "auto", "--coopmat", "off"}, []int{32}},
+		// Issue 18's kernels: Qwen3's per-head norms (head dim 128).
+		{"qwen3-8b", []string{"--int-dot", "on"}, []int{32, 64}},
 	}
 	for _, g := range amdMatrix {
 		t.Run(g.family, func(t *testing.T) {
@@ -62,14 +66,15 @@ func TestAMDCompileMatrix(t *testing.T) {
 			t0 := time.Now()
 			count := 0
 			for _, run := range runs {
-				args := append([]string{"kernels", "-m", "synth:llama3-8b", "-o", "json"}, run.args...)
+				model := cmp.Or(run.model, "llama3-8b")
+				args := append([]string{"kernels", "-m", "synth:" + model, "-o", "json"}, run.args...)
 				r := inferEnv(t, env, args...)
 				var reports []kernelReport
 				if err := json.Unmarshal([]byte(r.stdout), &reports); err != nil || len(reports) == 0 {
-					t.Fatalf("%v: exit %d, %d pipelines (%v)\n%s", run.args, r.code, len(reports), err, r.stderr)
+					t.Fatalf("%v: exit %d, %d pipelines (%v)\n%s", args[1:], r.code, len(reports), err, r.stderr)
 				}
 				if r.code != 0 {
-					t.Errorf("%v: exit %d: %s", run.args, r.code, lastLine(r.stderr))
+					t.Errorf("%v: exit %d: %s", args[1:], r.code, lastLine(r.stderr))
 				}
 				waves := run.waves
 				if !g.rdna && waves != nil {
@@ -77,18 +82,18 @@ func TestAMDCompileMatrix(t *testing.T) {
 				}
 				for _, p := range reports {
 					if problem := amdProblem(p); problem != "" {
-						t.Errorf("%v: %s: %s", run.args, p.Name, problem)
+						t.Errorf("%v: %s: %s", args[1:], p.Name, problem)
 					}
 				}
 				for _, kind := range []string{"decode", "prefill"} {
 					if got := attentionWaves(reports, kind); !slices.Equal(got, waves) {
-						t.Errorf("%v: %s flash attention at waves %v, want %v", run.args, kind, got, waves)
+						t.Errorf("%v: %s flash attention at waves %v, want %v", args[1:], kind, got, waves)
 					}
 				}
 				// Mesa 25.0 offers cooperative matrices on RDNA3 alone.
 				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat") })
 				if want := g.family == "navi31" && !slices.Contains(run.args, "--coopmat"); coop != want {
-					t.Errorf("%v: matmul_coopmat pipelines %v, want %v", run.args, coop, want)
+					t.Errorf("%v: matmul_coopmat pipelines %v, want %v", args[1:], coop, want)
 				}
 				count += len(reports)
 			}
