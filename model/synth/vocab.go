@@ -73,10 +73,10 @@ var spmGemma3 = func() tokenizerKind {
 		addBOS: true, noSpacePrefix: true}
 }()
 
-// bpeQwen is Qwen2/Qwen3's byte-level BPE: 151643 merged tokens, then the
-// 26 added tokens (<|endoftext|> is BOS and padding, <|im_end|> the EOS of
-// the chat models; the tool and think tags are not special), then padding
-// up to 151936. No BOS is added.
+// bpeQwen is Qwen2/Qwen3's byte-level BPE: 151643 ordinary tokens (the
+// bytes and merges), then the 26 added tokens (<|endoftext|> is BOS and
+// padding, <|im_end|> the EOS of the chat models; the tool and think tags
+// are not special), then padding up to 151936. No BOS is added.
 var bpeQwen = tokenizerKind{
 	model: modelBPE, pre: "qwen2",
 	tail: append(controls("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
@@ -90,7 +90,7 @@ var bpeQwen = tokenizerKind{
 	bos: "<|endoftext|>", eos: "<|im_end|>", pad: "<|endoftext|>",
 }
 
-// bpeLlama3 is Llama 3's byte-level BPE: 128000 merged tokens, then 256
+// bpeLlama3 is Llama 3's byte-level BPE: 128000 ordinary tokens, then 256
 // control tokens (<|eot_id|> is the EOS of the instruct models).
 var bpeLlama3 = func() tokenizerKind {
 	tail := controls("<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
