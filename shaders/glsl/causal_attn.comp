@@ -1,8 +1,12 @@
 #version 450
 // causal_attn: plain causal attention with grouped-query heads over the f16
-// KV cache. Query row i (position pos + i) of head h attends to cache rows
-// 0..pos+i of KV head h / (heads / kvHeads):
+// KV cache. Query row i (position p = pos + i) of head h attends to the keys
+// at positions first..p of KV head h / (heads / kvHeads):
 //   out = softmax(scale * q.K^T) V.
+// The cache is a ring of ctx rows (kv_store.comp): position k is row k mod
+// ctx. first is p - window + 1 with a sliding window, else 0, and never a
+// position the ring no longer holds once the batch is stored (before
+// pos + n - ctx; n = gl_NumWorkGroups.y, the batch's rows).
 // One workgroup per (head, row). Keys go in chunks of WG, one key per
 // invocation; a running max and sum (online softmax) carry across chunks so
 // any context length works without scratch memory. Each invocation owns the
@@ -27,8 +31,9 @@ layout(push_constant) uniform Push {
     uint heads;
     uint kvHeads;
     uint headDim; // even, <= DMAX
-    uint ctx;     // rows of the cache
+    uint ctx;     // rows of the cache, a ring
     float scale;
+    uint window;  // keys a query sees at most; 0: all earlier ones
 } pc;
 
 #define RED_N 1u
@@ -47,7 +52,16 @@ void main() {
     uint kvDim = pc.kvHeads * D;
     uint kvOff = (h / (pc.heads / pc.kvHeads)) * D; // this head's columns in a cache row
     uint qOff = (i * pc.heads + h) * D;
-    uint L = min(pos + i + 1u, pc.ctx); // keys this row attends to
+    uint qpos = pos + i;
+    uint n = gl_NumWorkGroups.y;
+    uint first = pos + n > pc.ctx ? pos + n - pc.ctx : 0u;
+    if (pc.window > 0u && qpos + 1u > pc.window) {
+        first = max(first, qpos + 1u - pc.window);
+    }
+    uint L = qpos + 1u - first; // keys this row attends to, at most ctx
+    // The ring's row of key t (position first + t) is first + t - base,
+    // less ctx once it passes the end: the keys span at most ctx positions.
+    uint base = first - first % pc.ctx;
 
     for (uint d = lane; d < D; d += WG) {
         qs[d] = q[qOff + d] * pc.scale;
@@ -63,7 +77,9 @@ void main() {
         uint t = t0 + lane;
         float s = NEG;
         if (t < L) {
-            uint kb = (t * kvDim + kvOff) >> 1;
+            uint row = first + t - base;
+            row = row >= pc.ctx ? row - pc.ctx : row;
+            uint kb = (row * kvDim + kvOff) >> 1;
             s = 0.0;
             for (uint d = 0u; d < D; d += 2u) {
                 s += dot(unpackHalf2x16(kc[kb + d / 2u]), vec2(qs[d], qs[d + 1u]));
@@ -87,7 +103,9 @@ void main() {
             if (d < D) {
                 float acc = o[j] * alpha;
                 for (uint tt = 0u; tt < nt; tt++) {
-                    uint e = (t0 + tt) * kvDim + kvOff + d;
+                    uint row = first + t0 + tt - base;
+                    row = row >= pc.ctx ? row - pc.ctx : row;
+                    uint e = row * kvDim + kvOff + d;
                     acc += ps[tt] * unpackHalf2x16(vc[e >> 1])[e & 1u];
                 }
                 o[j] = acc;

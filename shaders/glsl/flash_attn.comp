@@ -21,10 +21,15 @@
 // KU keys per unrolled step, so a tile costs two slot-local syncs and little
 // code.
 //
-// Positions: row i of the batch is at pos+i (pos read from the step buffer at
-// run time, so one recording serves every token) and sees keys 0..pos+i.
-// Causality is computed, not read. An optional additive f16 mask
-// [n_q][ctx] is staged per tile in shared memory, stored key-major
+// Positions: row i of the batch is at p = pos+i (pos read from the step
+// buffer at run time, so one recording serves every token) and sees keys
+// first_key(p)..p: all earlier ones, or with a sliding window the latest
+// window (flash_attn.glsl). Causality and the window are computed, not
+// read; a workgroup walks only the keys its rows see, from its first row's
+// first key, and masks per row the few that one row sees and another does
+// not. Keys are loaded from their rows in the ring (ring_row). An optional
+// additive f16 mask [n_q][ctx] (the entry of a key in its cache row's
+// column) is staged per tile in shared memory, stored key-major
 // with a padded stride of BR+1 so that the lanes writing consecutive keys of
 // one query row and the slots reading one key for consecutive rows hit
 // distinct banks. Tiles where every entry is masked are skipped.
@@ -87,7 +92,7 @@ uvec4 pre_v[STAGE ? SU : 1];
 void fetch_tile(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
     [[unroll]] for (uint r = 0; r < SU; r++) {
         const uint it = min(lane + r * W, BC * NCHUNK - 1);
-        const uint base = min(t + it / NCHUNK, ke - 1) * kv_stride + kv_off + (it % NCHUNK) * CH;
+        const uint base = ring_row(min(t + it / NCHUNK, ke - 1)) * kv_stride + kv_off + (it % NCHUNK) * CH;
         if (v) {
             pre_v[r] = load_v(base);
         } else {
@@ -115,13 +120,13 @@ vec4 kv_pairs(uint c, uint ci, uint i) {
 }
 
 // The score of key t+c for query row qi (log2 units) after the mask, or the
-// causal limit and the end of the range without one.
-float masked(float s, uint t, uint c, uint qi, uint last_key, uint ke) {
+// row's keys (first_key..last_key) and the end of the range without one.
+float masked(float s, uint t, uint c, uint qi, uint first, uint last_key, uint ke) {
     if (MASK) {
         const float mv = mtile[c * (BR + 1) + qi];
         return mv > NEG_HALF ? s + mv : NEG;
     }
-    return (t + c < ke && t + c <= last_key) ? s : NEG;
+    return (t + c < ke && t + c <= last_key && t + c >= first) ? s : NEG;
 }
 
 void main() {
@@ -147,13 +152,16 @@ void main() {
 
     const uint pos = step_pos;
     const uint last_key = pos + qrow;            // causal limit of this row
+    const uint first = first_key(pos, last_key); // and its window's start
     const uint kv_stride = pc.n_kv_head * D;
     const uint kv_off = kvh * D;
 
-    // This workgroup's keys, up to the causal limit of the block's last query.
-    const uvec2 keys = key_range(pos, pos + q0 + qn);
+    // This workgroup's keys, from the window of the block's first query to
+    // the causal limit of its last.
+    const uvec2 keys = key_range(pos, pos + q0, pos + q0 + qn);
     const uint kb = keys.x;
     const uint ke = keys.y;
+    ring_init(kb);
 
     // Q, pre-scaled into log2 units so the softmax runs on exp2.
     vec2 q[NV];
@@ -193,8 +201,8 @@ void main() {
                 const uint key = t + c;
                 const uint qq = q0 + i;
                 float mv = NEG;
-                if (i < qn && key < ke && key <= pos + qq) {
-                    mv = mask_log2(qq * pc.ctx + key);
+                if (i < qn && key < ke && key <= pos + qq && key >= first_key(pos, pos + qq)) {
+                    mv = mask_log2(qq * pc.ctx + ring_row(key));
                 }
                 mtile[c * (BR + 1) + i] = mv;
                 live = live || mv > NEG_HALF;
@@ -231,7 +239,7 @@ void main() {
         [[dont_unroll]] for (uint c0 = 0; c0 < BC; c0 += KU) {
             float s[16]; // KU used; a fixed size keeps it in registers
             [[unroll]] for (uint u = 0; u < KU; u++) {
-                const uint kbase = min(t + c0 + u, ke - 1) * kv_stride + kv_off;
+                const uint kbase = ring_row(min(t + c0 + u, ke - 1)) * kv_stride + kv_off;
                 float acc = 0.0;
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
@@ -260,7 +268,7 @@ void main() {
                 }
                 // Every lane of the row holds the sum; one stores it.
                 if (dl == c % DL) {
-                    sc[slot * SCS + c] = masked(s[u], t, c, qi, last_key, ke);
+                    sc[slot * SCS + c] = masked(s[u], t, c, qi, first, last_key, ke);
                 }
             }
         }
@@ -301,7 +309,7 @@ void main() {
                 const uint c = c0 + u;
                 const float p = exp2(sc[slot * SCS + c] - m_use);
                 l += p;
-                const uint vbase = min(t + c, ke - 1) * kv_stride + kv_off;
+                const uint vbase = ring_row(min(t + c, ke - 1)) * kv_stride + kv_off;
                 [[unroll]] for (uint j = 0; j < NCH; j++) {
                     const uint ci = dl + j * DL;
                     if (ci < NCHUNK && STAGE) {

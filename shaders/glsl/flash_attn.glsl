@@ -34,8 +34,9 @@ layout(push_constant) uniform Push {
     uint n_q;         // queries in the batch
     uint n_head;      // query heads
     uint n_kv_head;   // KV heads
-    uint ctx;         // rows of the K/V caches, and f16 values per mask row
+    uint ctx;         // rows of the K/V caches (a ring, see ring_row), and f16 values per mask row
     float scale;      // multiplies q·k
+    uint window;      // keys a query sees at most (a sliding window); 0: every earlier one
 } pc;
 
 layout(std430, binding = 0) readonly buffer BQ { float q_in[]; };   // [n_q][n_head*D]
@@ -73,17 +74,49 @@ uvec4 load_v(uint e) {
     return uvec4(v1[e / 2], 0u, 0u, 0u);
 }
 
-// key_range returns this workgroup's keys [kb, ke): its split's share
-// (gl_WorkGroupID.z of gl_NumWorkGroups.z) of the batch's KV length in
-// whole tiles of BC, cut at end (one past the causal limit of the
-// workgroup's last query) and at the cache's end: a batch running past
-// the cache sees the keys the cache holds, never reads beyond it.
-uvec2 key_range(uint pos, uint end) {
-    const uint kv_len = min(pos + pc.n_q, pc.ctx);
+// Keys are addressed by position. The caches are rings of ctx rows
+// (kv_store.comp): position k is row k mod ctx, so a sliding-window layer
+// keeps only its window and a global one (ctx = the context, positions
+// below it) every position.
+//
+// first_key returns the first key position a query at position p sees:
+// p - window + 1 with a sliding window, else 0, and never a position the
+// ring no longer holds once the batch is stored (before pos + n_q - ctx;
+// where the ring holds window + n_q - 1 rows that never cuts a window).
+uint first_key(uint pos, uint p) {
+    uint first = pos + pc.n_q > pc.ctx ? pos + pc.n_q - pc.ctx : 0u;
+    if (pc.window > 0u && p + 1u > pc.window) {
+        first = max(first, p + 1u - pc.window);
+    }
+    return first;
+}
+
+// key_range returns this workgroup's keys [kb, ke), positions: its split's
+// share (gl_WorkGroupID.z of gl_NumWorkGroups.z, in whole tiles of BC) of
+// the keys its queries see, from first_key of its first query (at q0) to
+// end, one past its last query (the causal limit). Keys before the window
+// of its first query are never visited: a sliding-window layer costs
+// O(window), not O(depth). The range spans at most ctx positions.
+uvec2 key_range(uint pos, uint q0, uint end) {
+    const uint first = first_key(pos, q0);
     const uint nsplit = gl_NumWorkGroups.z;
-    const uint share = ((kv_len + nsplit - 1) / nsplit + BC - 1) / BC * BC;
-    const uint kb = gl_WorkGroupID.z * share;
-    return uvec2(kb, min(min(kb + share, end), kv_len));
+    const uint share = ((end - first + nsplit - 1u) / nsplit + BC - 1u) / BC * BC;
+    const uint kb = min(first + gl_WorkGroupID.z * share, end);
+    return uvec2(kb, min(kb + share, end));
+}
+
+// ring_row returns the cache row of key position k in [kb, ke) of the
+// range ring_init(kb) set up: the range spans at most ctx positions, so it
+// wraps at most once and a compare replaces the modulo.
+uint ring_base;
+
+void ring_init(uint kb) {
+    ring_base = kb - kb % pc.ctx;
+}
+
+uint ring_row(uint k) {
+    const uint r = k - ring_base;
+    return r >= pc.ctx ? r - pc.ctx : r;
 }
 
 // mask_log2 returns entry idx of the f16 mask in log2 units, or NEG where

@@ -4,10 +4,12 @@
 // stays in f32. flash_attn.comp, the scalar kernel, remains for decode and
 // for devices without cooperative matrices.
 //
-// Bindings, push constants, the step buffer, positions, causality and the
-// mask are flash_attn.glsl's, as in flash_attn.comp: row i of the batch is
-// at pos+i and sees keys 0..pos+i; an optional additive f16 mask
-// [n_q][ctx]; tiles where every entry is masked are skipped.
+// Bindings, push constants, the step buffer, positions, causality, the
+// sliding window, the ring of cache rows and the mask are flash_attn.glsl's,
+// as in flash_attn.comp: row i of the batch is at p = pos+i and sees keys
+// first_key(p)..p, a workgroup walking from its first row's first key; an
+// optional additive f16 mask [n_q][ctx]; tiles where every entry is masked
+// are skipped.
 //
 // A workgroup owns ROWS = BR×HG query rows (BR consecutive positions of HG
 // q-heads sharing one KV head; ROWS a multiple of CM_M) and runs W = NSG
@@ -84,7 +86,7 @@ void stage(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
         const uint c = it / U, u = it % U;
         uvec4 w = uvec4(0u);
         if (t + c < ke) {
-            const uint e = (t + c) * kv_stride + kv_off + 8u * u;
+            const uint e = ring_row(t + c) * kv_stride + kv_off + 8u * u;
             w = v ? v4[e / 8u] : k4[e / 8u];
         }
         const uint o = c * DP + 8u * u;
@@ -115,9 +117,11 @@ void main() {
     const uint last_key = pos + qrow;
     const uint kv_stride = pc.n_kv_head * D;
     const uint kv_off = kvh * D;
-    const uvec2 keys = key_range(pos, pos + q0 + qn);
+    const uint first = first_key(pos, last_key);
+    const uvec2 keys = key_range(pos, pos + q0, pos + q0 + qn);
     const uint kb = keys.x;
     const uint ke = keys.y;
+    ring_init(kb);
 
     // Q rows, scaled into log2 units and rounded to f16; rows past the
     // batch are zero (they write nothing).
@@ -151,8 +155,8 @@ void main() {
                 const uint i = e / BC, c = e % BC;
                 const uint key = t + c, qq = q0 + i;
                 float mv = NEG;
-                if (i < qn && key < ke && key <= pos + qq) {
-                    mv = mask_log2(qq * pc.ctx + key);
+                if (i < qn && key < ke && key <= pos + qq && key >= first_key(pos, pos + qq)) {
+                    mv = mask_log2(qq * pc.ctx + ring_row(key));
                 }
                 mtile[i * MS + c] = mv;
                 live = live || mv > NEG_HALF;
@@ -201,7 +205,7 @@ void main() {
                     const float mv = mtile[qi * MS + c];
                     s = mv > NEG_HALF ? s + mv : NEG;
                 } else {
-                    s = (t + c < ke && t + c <= last_key) ? s : NEG;
+                    s = (t + c < ke && t + c <= last_key && t + c >= first) ? s : NEG;
                 }
                 shSO[c * SS + row] = s;
                 pmax = max(pmax, s);

@@ -62,9 +62,11 @@
 // thus takes one dispatch instead of two: the reduce pass cost 7–9 µs per
 // Llama-3 layer on the H200, mostly the barrier before it.
 //
-// Positions, masking (computed causality, the optional additive mask, tiles
-// whose keys are all masked skipped) and the output are those of
-// flash_attn.comp; with one query per workgroup the mask is read straight
+// Positions, masking (computed causality and window, the ring of cache
+// rows, the optional additive mask, tiles whose keys are all masked
+// skipped) and the output are those of flash_attn.comp; with one query per
+// workgroup the key range is exactly the row's keys (a window is just a
+// later start, and the splits share only it), and the mask is read straight
 // from memory (each slot's lanes read the same entries) instead of staged.
 
 #extension GL_GOOGLE_include_directive : require
@@ -136,13 +138,15 @@ void main() {
     const uint head0 = kvh * group + (gl_WorkGroupID.y % hgroups) * HG;
     const uint qrow = gl_WorkGroupID.x;
 
-    // This workgroup's keys (in whole steps), up to the row's causal limit.
+    // This workgroup's keys (in whole steps): its split's share of the
+    // row's window, up to its causal limit.
     const uint pos = step_pos;
     const uint kv_stride = pc.n_kv_head * D;
     const uint kv_off = kvh * D;
-    const uvec2 keys = key_range(pos, pos + qrow + 1);
+    const uvec2 keys = key_range(pos, pos + qrow, pos + qrow + 1);
     const uint kb = keys.x;
     const uint ke = keys.y;
+    ring_init(kb);
 
     // After the reduction a lane holds the full sums of scores rbase ..
     // rbase+NF-1 (score index h × KU + u): each transposing step on lane
@@ -169,7 +173,7 @@ void main() {
     // masked.
 #define LOAD_ROWS(r, load, first, px)                                       \
     [[unroll]] for (uint u = 0; u < KU; u++) {                              \
-        const uint base = min((first) + (u ^ (px)), ke - 1) * kv_stride + kv_off; \
+        const uint base = ring_row(min((first) + (u ^ (px)), ke - 1)) * kv_stride + kv_off; \
         [[unroll]] for (uint j = 0; j < NCH; j++) {                         \
             const uint ci = dl + j * KL;                                    \
             r[u * NCH + j] = ci < NCHUNK ? load(base + ci * CH) : uvec4(0u); \
@@ -224,7 +228,7 @@ void main() {
         if (MASK) {
             bool live = false;
             [[unroll]] for (uint u = 0; u < KU; u++) {
-                mv[u] = k0 + u < ke ? mask_log2(qrow * pc.ctx + k0 + u) : NEG;
+                mv[u] = k0 + u < ke ? mask_log2(qrow * pc.ctx + ring_row(k0 + u)) : NEG;
                 live = live || mv[u] > NEG_HALF;
             }
             // Uniform in the subgroup, so the shuffles below stay whole.

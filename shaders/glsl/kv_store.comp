@@ -1,8 +1,12 @@
 #version 450
-// kv_store: writes n f32 rows of kvDim values into the f16 cache
-// [context][kvDim] at rows pos..pos+n-1 (pos from the step buffer). One
-// invocation per pair of values. Rows past the context are dropped instead of
-// written out of bounds; keeping pos + n within the context is the caller's job.
+// kv_store: writes n f32 rows of kvDim values, positions pos..pos+n-1 (pos
+// from the step buffer), into the f16 cache of ctx rows, a ring: position p
+// goes to row p mod ctx. A sliding-window layer keeps only its window
+// (ctx = min(context, window + batch - 1) rows), a global one every
+// position (ctx = context, where p < ctx and the row is p). One invocation
+// per pair of values. A batch longer than the ring keeps its ctx last rows,
+// as they would be after storing the batch in order: the earlier ones would
+// share rows with them, and the dispatch's writes have no order.
 //
 // With ROPE the rows are keys of kvDim/headDim heads, rotated (rope.glsl) on
 // their way into the cache: one dispatch and one barrier fewer than rotating
@@ -26,7 +30,7 @@ layout(binding = 3) readonly buffer Factors { float ff[]; }; // bound to a dummy
 layout(push_constant) uniform Push {
     uint n;
     uint pairs; // kvDim / 2
-    uint ctx;   // rows of the cache
+    uint ctx;   // rows of the cache: the ring's slots
     // ROPE only:
     uint headDim;
     uint ropeDims;
@@ -54,9 +58,8 @@ void main() {
         return;
     }
     uint i = g / pc.pairs, j = g % pc.pairs;
-    uint p = pos + i;
-    if (p < pc.ctx) {
+    if (i + pc.ctx >= pc.n) {
         vec2 v = ROPE ? vec2(rotated(i, 2u * j), rotated(i, 2u * j + 1u)) : src[g];
-        cache[p * pc.pairs + j] = packHalf2x16(v);
+        cache[((pos + i) % pc.ctx) * pc.pairs + j] = packHalf2x16(v);
     }
 }

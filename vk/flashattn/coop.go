@@ -102,6 +102,9 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	default:
 		return p, fmt.Errorf("flashattn: cooperative matrices off (%s)", f.coop.Reason)
 	}
+	if err := sh.check(); err != nil {
+		return p, err
+	}
 	s := p.Shape
 	switch {
 	case s.M < 1 || s.N < 1 || s.K < 1:
@@ -158,7 +161,7 @@ func coopSpec(p CoopPlan) vk.PipelineSpec {
 	if p.Emulated {
 		sg = 0
 	}
-	return vk.PipelineSpec{Name: p.Shader(), SPIRV: shaders.SPIRV(p.Shader()), Bindings: 7, PushSize: 20,
+	return vk.PipelineSpec{Name: p.Shader(), SPIRV: shaders.SPIRV(p.Shader()), Bindings: 7, PushSize: pushBytes,
 		SubgroupSize: sg,
 		Spec: []uint32{uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Subgroup), uint32(p.Br), uint32(p.Heads),
 			uint32(p.Bc), 1, 8, b32(p.Mask), 0, 0, uint32(p.Shape.M), uint32(p.Shape.N), uint32(p.Shape.K)}}
@@ -193,7 +196,6 @@ func (f *FlashAttn) recordCoop(s *vk.Sequence, io IO, sh Shape, p CoopPlan) erro
 		return err
 	}
 	s.Dispatch(pipe, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out},
-		vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale),
-		uint32(gx), uint32(gy), uint32(gz))
+		sh.push(), uint32(gx), uint32(gy), uint32(gz))
 	return nil
 }

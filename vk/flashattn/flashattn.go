@@ -31,19 +31,47 @@ import (
 // at positions pos..pos+Queries-1 attending causally over the f16 K and V
 // caches [Context][KVHeads*HeadDim]; query head h reads KV head
 // h/(Heads/KVHeads). The output has q's layout.
+//
+// The caches are rings (kernels.StoreKV writes them so): the key at
+// position k is row k mod Context, so Context is the layer's slots
+// (backend.Cache.Slots), the whole context for a global layer. The row at
+// position p sees the keys at p-Window+1 .. p, or 0 .. p without a window,
+// and never a position the ring no longer holds after the batch was stored
+// (before pos+Queries-Context): attention.Problem.First.
 type Shape struct {
 	Queries, Heads, KVHeads, HeadDim int
-	Context                          int     // rows of the caches; pos+Queries should not exceed it
-	Scale                            float32 // multiplies q·k, usually 1/sqrt(HeadDim)
+	Context                          int // rows of the caches, at least Queries
+	// Window, when above 0, limits each query to the Window latest keys (a
+	// sliding-window layer, llama.cpp's standard kind: the key at k is
+	// masked for the query at p when p-k >= Window); 0 is causal over all.
+	Window int
+	Scale  float32 // multiplies q·k, usually 1/sqrt(HeadDim)
 	// Mask adds an f16 mask [Queries][Context] to the scores (-Inf excludes a
-	// key) on top of the causal mask.
+	// key; a key's entry is in its cache row's column) on top of the causal
+	// mask and the window.
 	Mask bool
 }
 
+// policy is the plan's view of a shape. The KV length that steers split-k
+// is the most keys a workgroup walks: the whole cache, or with a window
+// the keys of a batch's rows, Window+Queries-1 (split decode shares only
+// the window).
 func (s Shape) policy() attention.Shape {
+	kv := s.Context
+	if s.Window > 0 {
+		kv = min(kv, s.Window+s.Queries-1)
+	}
 	return attention.Shape{Queries: s.Queries, Heads: s.Heads, KVHeads: s.KVHeads,
-		HeadDim: s.HeadDim, KVLen: s.Context, Mask: s.Mask}
+		HeadDim: s.HeadDim, KVLen: kv, Mask: s.Mask}
 }
+
+// push is the kernels' push constants (flash_attn.glsl's Push).
+func (s Shape) push() []byte {
+	return vk.Push(uint32(s.Queries), uint32(s.Heads), uint32(s.KVHeads), uint32(s.Context), s.Scale, uint32(s.Window))
+}
+
+// pushBytes is the size of flash_attn.glsl's push constants.
+const pushBytes = 24
 
 // IO holds the buffers of one Record.
 type IO struct {
@@ -181,7 +209,19 @@ func (f *FlashAttn) Wave() attention.WaveChoice { return f.wave }
 
 // Plan is the geometry Record uses for a shape.
 func (f *FlashAttn) Plan(sh Shape) (attention.Plan, error) {
+	if err := sh.check(); err != nil {
+		return attention.Plan{}, err
+	}
 	return attention.PlanFor(f.dev, f.wave, sh.policy(), f.prefs)
+}
+
+// check rejects what no kernel runs: a negative window, and a ring
+// shorter than the batch (its rows would overwrite one another).
+func (s Shape) check() error {
+	if s.Window < 0 || s.Context < s.Queries {
+		return fmt.Errorf("flashattn: window %d, %d queries over a cache of %d rows", s.Window, s.Queries, s.Context)
+	}
+	return nil
 }
 
 // ScratchBytes is the size of IO.Scratch a shape needs: 0 without split-k.
@@ -264,7 +304,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		return err
 	}
 	bindings := main.Bindings()
-	pushMain := vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(sh.KVHeads), uint32(sh.Context), sh.Scale)
+	pushMain := sh.push()
 	if p.Splits == 1 {
 		bind := []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out, io.Out, io.Out, io.Out}
 		s.Dispatch(main, bind[:bindings], pushMain, uint32(gx), uint32(gy), uint32(gz))
@@ -329,7 +369,7 @@ func mainSpec(p attention.Plan, q8 bool) vk.PipelineSpec {
 	if p.Decode() {
 		bindings = 10
 	}
-	return spec(p.Shader(), bindings, 20, p.Wave,
+	return spec(p.Shader(), bindings, pushBytes, p.Wave,
 		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
 		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8), uint32(max(p.MergeHeads, 1)))
 }

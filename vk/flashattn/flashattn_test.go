@@ -34,15 +34,17 @@ func setup(t testing.TB) *vk.Device { return vktest.Shared(t) }
 type inputs struct {
 	dim, gqa int
 	kvHeads  int // KV heads; q-heads = gqa × kvHeads
-	// kv is the number of keys the batch attends over: the rows of the K/V
-	// cache holding keys. The batch's last query sits at position
-	// kv+past-1.
+	// kv is the rows of the K/V cache holding keys. The batch's last query
+	// sits at position kv+past-1.
 	kv, queries int
-	// past is how far the batch runs beyond the end of the cache: the
-	// kernel must attend over the keys the cache holds and read nothing
-	// past it.
+	// past is how far the batch runs beyond the end of the cache, which is
+	// then a ring of kv rows (Shape.Context): the positions kv.. wrapped to
+	// rows 0.. . 0: the batch ends with the cache's keys, and 5 NaN rows
+	// follow them, as a cache holds rows not yet written.
 	past int
-	mask bool
+	// window is Shape.Window: each query sees its window latest keys.
+	window int
+	mask   bool
 	// rising scales key j by 1 + 12 (j/kv)²: the scores climb along the
 	// keys, so a running max keeps being passed by far (decode's lazy
 	// rescale, see flash_attn_decode.comp, runs again and again).
@@ -57,7 +59,9 @@ func (in inputs) heads() int { return in.gqa * in.kvHeads }
 // inside the cache gets 5 more rows than its keys, holding NaN, as a real
 // cache holds rows not yet written: a kernel reading past the batch's
 // causal limit poisons its output. A batch running past the cache gets
-// exactly the cache (the NaN rows then follow outside the binding).
+// exactly the cache, a ring (the NaN rows then follow outside the
+// binding), and rows holding positions before the batch's first key (its
+// first query's window) hold NaN too: no workgroup may read them.
 func (in inputs) context() int {
 	if in.past > 0 {
 		return in.kv
@@ -84,6 +88,9 @@ type tc struct {
 
 func (c tc) String() string {
 	s := fmt.Sprintf("br%d/w%d/d%d/gqa%d/kv%d/q%d/split=%v/mask=%v", c.br, c.wave, c.dim, c.gqa, c.kv, c.queries, c.splits > 1, c.mask)
+	if c.window > 0 {
+		s += fmt.Sprintf("/window%d", c.window)
+	}
 	if c.splits > 1 && c.splits != 3 {
 		s += fmt.Sprintf("/splits%d", c.splits)
 	}
@@ -159,6 +166,8 @@ func fullProduct() []tc {
 // the end of a cache that holds at least its queries is valid and runs in
 // TestFlashAttnPastContext.)
 //
+// Then the 66 sliding-window cases of windowCases, windows over rings.
+//
 // The other 5760 run in a few minutes on lavapipe (docs/ATTENTION.md): the
 // cases of each problem share one upload and one reference, computed once
 // on every CPU beside the device work; a few large sequences over shared
@@ -183,6 +192,17 @@ func TestFlashAttn(t *testing.T) {
 	if len(impossible) != 1440 {
 		t.Errorf("%d combinations with more queries than keys, want 1440", len(impossible))
 	}
+	windows := windowCases()
+	wrapped := 0
+	for _, c := range windows {
+		if c.past > 0 && c.pos()/c.kv != (c.pos()+c.queries-1)/c.kv {
+			wrapped++ // the batch's positions wrap around the ring
+		}
+	}
+	if wrapped < 10 {
+		t.Errorf("%d of %d window cases straddle the ring's wrap, want 10 or more", wrapped, len(windows))
+	}
+	cases = append(cases, windows...)
 	fas := map[variant]*FlashAttn{}
 	for _, c := range impossible {
 		fa := fas[c.variant]
@@ -251,8 +271,8 @@ func TestFlashAttn(t *testing.T) {
 	if staged == 0 {
 		t.Error("no case staged K and V in shared memory")
 	}
-	t.Logf("%d combinations: %d compared (%d staged) in %v, %d failed, worst relative error %.2e (%v); %d impossible (more queries than keys), each rejected by the plan",
-		len(all), compared, staged, time.Since(start).Round(time.Millisecond), failed, worst, worstCase, len(impossible))
+	t.Logf("%d combinations and %d window cases: %d compared (%d staged) in %v, %d failed, worst relative error %.2e (%v); %d impossible (more queries than keys), each rejected by the plan",
+		len(all), len(windows), compared, staged, time.Since(start).Round(time.Millisecond), failed, worst, worstCase, len(impossible))
 }
 
 // TestFlashAttnCatchesCorruption shows that the comparison TestFlashAttn
@@ -315,20 +335,26 @@ func TestFlashAttnCatchesCorruption(t *testing.T) {
 
 // TestFlashAttnTeeth shows the 1e-3 bound catches near misses: the kernel's
 // output measured against a reference whose causal limit is one key later,
-// or that ignores the mask, fails.
+// that ignores the mask, or whose window is one key shorter (in prefill
+// and in decode, over a ring), fails.
 func TestFlashAttnTeeth(t *testing.T) {
 	d := setup(t)
 	causal := tc{inputs{dim: 64, gqa: 4, kvHeads: 2, kv: 20, queries: 7}, variant{8, 32, 1, attention.StageAuto, 0, 0}}
 	masked := tc{inputs{dim: 96, gqa: 1, kvHeads: 2, kv: 300, queries: 16, mask: true}, variant{16, 64, 1, attention.StageAuto, 0, 0}}
-	runCases(t, d, []tc{causal, masked}, nil, nil, func(r result) {
+	window := tc{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 30, queries: 16, past: 77, window: 15}, variant{16, 32, 1, attention.StageAuto, 0, 0}}
+	decode := tc{inputs{dim: 128, gqa: 4, kvHeads: 1, kv: 40, queries: 1, past: 200, window: 40}, variant{1, 32, 3, attention.StageAuto, 0, 0}}
+	runCases(t, d, []tc{causal, masked, window, decode}, nil, nil, func(r result) {
 		if _, err := r.check(); err != nil {
 			t.Fatalf("%v: %v", r.c, err)
 		}
 		p := problem(r.c.inputs)
 		if r.c == causal {
-			p.Pos++ // one more key per row: append a KV row for it
-			p.K = append(p.K, p.K[:r.c.kvHeads*r.c.dim]...)
-			p.V = append(p.V, p.V[:r.c.kvHeads*r.c.dim]...)
+			p.Pos++ // one more key per row: fill the NaN row after the keys for it
+			kvd := r.c.kvHeads * r.c.dim
+			copy(p.K[r.c.kv*kvd:], p.K[:kvd])
+			copy(p.V[r.c.kv*kvd:], p.V[:kvd])
+		} else if r.c.window > 0 {
+			p.Window--
 		} else {
 			p.Mask = nil
 		}
@@ -342,13 +368,77 @@ func TestFlashAttnTeeth(t *testing.T) {
 	})
 }
 
-// TestFlashAttnPastContext runs batches whose positions run past the cache
-// at a position past 0 (the full product's run from 0): the kernel must
-// attend over the keys the cache holds and read nothing beyond it (the rows
-// past it are NaN, so a read would show).
+// TestFlashAttnPastContext runs batches whose positions run past the
+// cache, at a position past 0 (the full product's run from 0): the cache is
+// a ring, the batch's last positions wrapped to its first rows, and the
+// kernel must attend over the positions the ring holds (each row's own and
+// the earlier ones from the batch's end less the ring's size) and read
+// nothing else (the rows past the ring, and those holding older positions,
+// are NaN, so a read would show).
 func TestFlashAttnPastContext(t *testing.T) {
 	in := inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 90, queries: 16, past: 10}
 	expect(t, []tc{{in, variant{8, 32, 1, attention.StageAuto, 0, 0}}, {in, variant{8, 32, 3, attention.StageAuto, 0, 0}}})
+}
+
+// windowCases are the sliding windows over ring caches that TestFlashAttn
+// adds to the full product: a sample of the product's axes (not its
+// square) crossed with windows of 1 key, 7, 40 and more than the depth,
+// and with no window over a ring that has wrapped. The cache is a ring of
+// Window+Queries-1 rows (the size a sliding-window layer keeps: every row
+// in use), a looser one with 11 rows more (those holding older positions
+// NaN, so a read past the window shows), or no ring at all (a cache of
+// every position, the rows before the batch's window NaN). Depths are
+// several times the rings, so most batches straddle their wrap. Every
+// (Br, wave, split) geometry meets every window; head dim, GQA, queries,
+// ring, depth and mask are drawn for each case from a fixed seed; head dim
+// 256 runs with a window at both waves in both kernels besides. They run
+// with the product because their pipelines are the product's (a window is
+// a push constant): on their own, lavapipe would compile them all again.
+func windowCases() []tc {
+	r := rand.New(rand.NewPCG(18, 256))
+	pick := func(v ...int) int { return v[r.IntN(len(v))] }
+	// in lays out a problem of depth positions (the batch's last query at
+	// depth-1) in a ring of the given kind: 0 none, 1 Window+Queries-1
+	// rows, 2 that and 11 more; with no window, a ring of a third of the
+	// depth.
+	in := func(dim, gqa, queries, window, ring, depth int, mask bool) inputs {
+		p := inputs{dim: dim, gqa: gqa, kvHeads: 1, kv: depth, queries: queries, window: window, mask: mask}
+		switch {
+		case window == 0:
+			p.kv = max(depth/3, queries)
+		case ring > 0:
+			p.kv = window + queries - 1 + 11*(ring-1)
+		}
+		p.past = depth - p.kv
+		return p
+	}
+	var cases []tc
+	for _, br := range axisBr {
+		for _, w := range axisWave {
+			for _, splits := range axisSplits {
+				for _, window := range []int{1, 7, 40, -1, 0} {
+					depth := pick(300, 1000, 2500)
+					ring := r.IntN(3)
+					if window == -1 {
+						window, ring = depth+50, 0 // more than the depth: a global layer's cache
+					}
+					queries := pick(axisQueries...)
+					if br == 1 {
+						queries = pick(1, 1, 7)
+					}
+					c := in(pick(axisDim...), pick(axisGQA...), queries, window, ring, depth, r.IntN(2) == 0)
+					cases = append(cases, tc{c, variant{br: br, wave: w, splits: splits}})
+				}
+			}
+		}
+	}
+	for _, w := range axisWave {
+		cases = append(cases,
+			tc{in(256, 4, 1, 40, 1, 1000, false), variant{br: 1, wave: w, splits: 3}},
+			tc{in(256, 2, 100, 7, 2, 1000, true), variant{br: 8, wave: w, splits: 1}},
+			tc{in(256, 1, 16, 40, 1, 300, false), variant{br: 16, wave: w, splits: 3}})
+	}
+	return cases
 }
 
 // TestFlashAttnKVHeads runs problems with several KV heads, which the full
@@ -453,43 +543,50 @@ func expect(t *testing.T, cases []tc) {
 
 // problem builds the inputs of a problem as the reference sees them,
 // deterministically from its shape: Q ~ U(-2, 2) (peaked enough that a
-// misplaced max shows), K, V ~ U(-1, 1) rounded to f16, for kv+past
-// positions. Keys past the cache (past > 0) are masked out, so their
-// values (0) never count.
+// misplaced max shows), K, V ~ U(-1, 1) rounded to f16, for positions
+// 0..kv+past-1 in the cache's rows (a ring of kv rows when past > 0). Rows
+// holding no key the batch may see (not yet written, or before its first
+// query's first key) hold NaN; the mask, when asked for, covers every row.
 func problem(in inputs) attention.Problem {
-	r := rand.New(rand.NewPCG(uint64(in.dim*131+in.gqa*17+in.kv+in.kvHeads<<20), uint64(in.queries)))
-	heads, end := in.heads(), in.kv+in.past
+	r := rand.New(rand.NewPCG(uint64(in.dim*131+in.gqa*17+in.kv+in.kvHeads<<20+in.window<<24), uint64(in.queries)))
+	heads, end, rows := in.heads(), in.kv+in.past, in.context()
 	p := attention.Problem{Queries: in.queries, Heads: heads, KVHeads: in.kvHeads, HeadDim: in.dim,
-		Pos: in.pos(), Scale: 1 / math.Sqrt(float64(in.dim))}
+		Pos: in.pos(), Window: in.window, Scale: 1 / math.Sqrt(float64(in.dim))}
+	if in.past > 0 {
+		p.Slots = in.kv
+	}
 	p.Q = make([]float32, in.queries*heads*in.dim)
 	for i := range p.Q {
 		p.Q[i] = float32(4*r.Float64() - 2)
 	}
 	kvd := in.kvHeads * in.dim
-	p.K, p.V = make([]uint16, end*kvd), make([]uint16, end*kvd)
-	for i := range in.kv * kvd {
+	p.K, p.V = make([]uint16, rows*kvd), make([]uint16, rows*kvd)
+	for i := range p.K {
+		p.K[i], p.V[i] = nanF16, nanF16
+	}
+	first := p.First(p.Pos)
+	for i := range end * kvd {
 		k := 2*r.Float64() - 1
 		if in.rising {
 			f := float64(i/kvd) / float64(in.kv)
 			k *= 1 + 12*f*f
 		}
-		p.K[i] = float16.Fromfloat32(float32(k)).Bits()
-		p.V[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
-	}
-	if in.mask || in.past > 0 {
-		p.MaskStride = end
-		p.Mask = make([]float32, in.queries*end)
+		v := 2*r.Float64() - 1
+		if i/kvd >= first {
+			at := (i/kvd%rows)*kvd + i%kvd
+			p.K[at] = float16.Fromfloat32(float32(k)).Bits()
+			p.V[at] = float16.Fromfloat32(float32(v)).Bits()
+		}
 	}
 	if in.mask {
-		maskFor(p.Mask, in.queries, end, rand.New(rand.NewPCG(uint64(in.kv), 2)))
-	}
-	for i := 0; in.past > 0 && i < in.queries; i++ {
-		for j := in.kv; j < end; j++ {
-			p.Mask[i*end+j] = float32(math.Inf(-1))
-		}
+		p.MaskStride = rows
+		p.Mask = make([]float32, in.queries*rows)
+		maskFor(p.Mask, in.queries, rows, rand.New(rand.NewPCG(uint64(in.kv), 2)))
 	}
 	return p
 }
+
+var nanF16 = float16.Fromfloat32(float32(math.NaN())).Bits()
 
 // maskFor fills m [queries][stride] with a random additive mask in
 // f16-exact values: U(-2, 2) with 20% -Inf, the second tile of keys fully
@@ -645,7 +742,7 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 		}
 		p.fa = fa
 		p.sh = Shape{Queries: c.queries, Heads: c.heads(), KVHeads: c.kvHeads, HeadDim: c.dim,
-			Context: c.context(), Scale: float32(1 / math.Sqrt(float64(c.dim))), Mask: c.mask}
+			Context: c.context(), Window: c.window, Scale: float32(1 / math.Sqrt(float64(c.dim))), Mask: c.mask}
 		if p.plan, p.err = fa.Plan(p.sh); p.err == nil {
 			p.scrN, p.err = fa.ScratchBytes(p.sh)
 		}
@@ -753,8 +850,9 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 }
 
 // The input layout of a problem: q f32 [queries][heads·dim]; the K and V
-// caches f16 [kv+nanRows][kvHeads·dim], rows from kv on NaN; the mask f16
-// [queries][context], entries from key kv on NaN; the step (pos).
+// caches f16 [kv+nanRows][kvHeads·dim], rows past the context and those
+// problem leaves NaN NaN; the mask f16 [queries][context], entries of NaN
+// rows NaN; the step (pos).
 func (in inputs) layout() (q, k, v, mask, step, end int64) {
 	kvBytes := alignUp(2 * int64((in.kv+nanRows)*in.kvHeads*in.dim))
 	q = 0
@@ -781,11 +879,10 @@ func inputData(in inputs) []byte {
 	for i, x := range p.Q {
 		binary.LittleEndian.PutUint32(b[q+4*int64(i):], math.Float32bits(x))
 	}
-	nan := float16.Fromfloat32(float32(math.NaN())).Bits()
 	kvd := in.kvHeads * in.dim
 	for i := range (in.kv + nanRows) * kvd {
-		kh, vh := nan, nan
-		if i < in.kv*kvd {
+		kh, vh := nanF16, nanF16
+		if i < len(p.K) {
 			kh, vh = p.K[i], p.V[i]
 		}
 		binary.LittleEndian.PutUint16(b[k+2*int64(i):], kh)
@@ -795,8 +892,8 @@ func inputData(in inputs) []byte {
 		ctx := in.context()
 		for i := range in.queries {
 			for j := range ctx {
-				h := nan
-				if j < in.kv {
+				h := nanF16
+				if p.K[j*kvd] != nanF16 {
 					h = float16.Fromfloat32(p.Mask[i*p.MaskStride+j]).Bits()
 				}
 				binary.LittleEndian.PutUint16(b[mask+2*int64(i*ctx+j):], h)

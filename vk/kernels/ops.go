@@ -336,10 +336,12 @@ func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstS
 }
 
 // StoreKV records the conversion of n f32 rows of kvDim values (src) to f16
-// and their store into cache [ctx][kvDim] at rows pos..pos+n-1, pos read
-// from step. Rows at or past ctx are dropped. With r not nil the rows are
-// keys of kvDim/r.HeadDim heads, rotated by r on the way (src itself is
-// left as it was).
+// and their store into cache [ctx][kvDim], positions pos..pos+n-1 (pos read
+// from step). The cache is a ring of ctx slots (backend.Cache.Slots: the
+// context for a global layer, less for a sliding-window one): position p
+// goes to row p mod ctx, and of a batch longer than the ring only the last
+// ctx rows are kept. With r not nil the rows are keys of kvDim/r.HeadDim
+// heads, rotated by r on the way (src itself is left as it was).
 func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim, ctx int, r *RoPE) error {
 	if err := positive("kv_store", n, kvDim); err != nil {
 		return err
@@ -397,17 +399,25 @@ func (k *Kernels) StoreKVSpec(r *RoPE) vk.PipelineSpec {
 type Attn struct {
 	Heads, KVHeads int // query heads; KV heads (Heads % KVHeads == 0)
 	HeadDim        int // even, <= MaxHeadDim
-	Ctx            int // rows of the K and V caches
-	Scale          float32
+	// Ctx is the rows of the K and V caches, a ring as StoreKV writes it:
+	// the key at position p is row p mod Ctx.
+	Ctx int
+	// Window, when above 0, limits a query at position p to the keys at
+	// p-Window+1 .. p (a sliding-window layer); 0 is causal over all.
+	Window int
+	Scale  float32
 }
 
 // MaxHeadDim is the largest head dimension Attention takes.
 const MaxHeadDim = 256
 
 // Attention records plain causal attention: for query row i of q [n][Heads *
-// HeadDim] at position pos + i (pos from step), dst row i = softmax(Scale *
-// q K^T) V over cache rows 0..pos+i of kc and vc ([Ctx][KVHeads*HeadDim]
-// f16), each query head reading KV head h / (Heads/KVHeads).
+// HeadDim] at position p = pos + i (pos from step), dst row i =
+// softmax(Scale * q K^T) V over the keys at positions first..p of kc and vc
+// ([Ctx][KVHeads*HeadDim] f16 rings, position k in row k mod Ctx), each
+// query head reading KV head h / (Heads/KVHeads). first is p-Window+1 with
+// a window, else 0, and never a position the ring no longer holds (before
+// pos+n-Ctx): attention.Problem.First.
 func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n int, a Attn) error {
 	if err := positive("attention", n, a.Heads, a.HeadDim); err != nil {
 		return err
@@ -417,6 +427,9 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 	}
 	if a.Heads%a.KVHeads != 0 || a.HeadDim%2 != 0 || a.HeadDim > MaxHeadDim {
 		return fmt.Errorf("kernels: attention: %d heads over %d KV heads of %d values", a.Heads, a.KVHeads, a.HeadDim)
+	}
+	if a.Window < 0 || n > a.Ctx {
+		return fmt.Errorf("kernels: attention: window %d, %d rows over a cache of %d", a.Window, n, a.Ctx)
 	}
 	if n > int(k.info.MaxWorkgroupCount[1]) || a.Heads > int(k.info.MaxWorkgroupCount[0]) {
 		return fmt.Errorf("kernels: attention: %d rows x %d heads exceed the workgroup grid", n, a.Heads)
@@ -443,12 +456,12 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 		return err
 	}
 	s.Dispatch(p, []vk.Binding{dst, q, kc, vc, step},
-		vk.Push(uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(a.Ctx), a.Scale),
+		vk.Push(uint32(a.Heads), uint32(a.KVHeads), uint32(a.HeadDim), uint32(a.Ctx), a.Scale, uint32(a.Window)),
 		uint32(a.Heads), uint32(n), 1)
 	return nil
 }
 
 // AttentionSpec is the pipeline Attention builds.
 func (k *Kernels) AttentionSpec() vk.PipelineSpec {
-	return spec("causal_attn", 5, 20, 0, Lanes, k.subgroups(Lanes), MaxHeadDim)
+	return spec("causal_attn", 5, 24, 0, Lanes, k.subgroups(Lanes), MaxHeadDim)
 }

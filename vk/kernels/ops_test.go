@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 )
@@ -356,7 +357,8 @@ func TestEltwise(t *testing.T) {
 
 // TestStoreKV stores rows into the f16 cache as they are, and rotated as
 // keys (the fused RoPE: normal and NeoX pairs, partial rotation, frequency
-// factors) against ropeRef.
+// factors) against ropeRef. The cache is a ring: position p goes to row p
+// mod ctx (batches that wrap, start past the ring, or outrun it).
 func TestStoreKV(t *testing.T) {
 	k := setup(t)
 	for _, c := range []struct {
@@ -366,7 +368,10 @@ func TestStoreKV(t *testing.T) {
 	}{
 		{1, 2, 1, 0, nil, false},
 		{7, 1026, 20, 5, nil, false},
-		{7, 6, 20, 15, nil, false}, // rows 20 and 21 fall off the end and are dropped
+		{7, 6, 20, 15, nil, false},   // positions 20 and 21 wrap to rows 0 and 1
+		{5, 10, 8, 1003, nil, false}, // a ring far past its first lap: rows 3..7
+		{11, 4, 4, 2, nil, false},    // a batch longer than the ring keeps its last 4 rows
+		{3, 64, 9, 25, &RoPE{HeadDim: 32, Dims: 32, Base: 10000, Scale: 1}, false}, // rotated at positions 25..27, rows 7, 8, 0
 		{257, 256, 300, 40, nil, false},
 		{1, 1024, 2000, 1999, &RoPE{HeadDim: 128, Dims: 128, Base: 500000, Scale: 1}, true},
 		{7, 384, 40, 30, &RoPE{HeadDim: 64, Dims: 64, Base: 10000, Scale: 1, NeoX: true}, false},
@@ -422,7 +427,10 @@ func TestStoreKV(t *testing.T) {
 					o := 2 * (row*c.kvDim + j)
 					h := int(got[o]) | int(got[o+1])<<8
 					want, slack := sentinel<<8|sentinel, 0
-					if i := row - c.pos; i >= 0 && i < c.n {
+					// The batch row stored here: the last whose position
+					// is row mod ctx.
+					i := c.n - 1 - ((c.pos+c.n-1-row)%c.ctx+c.ctx)%c.ctx
+					if i >= 0 && i < c.n {
 						w := 2 * (i*c.kvDim + j)
 						want = int(bits[w]) | int(bits[w+1])<<8
 						// The CPU rounds to nearest even; allow one f16 ulp
@@ -474,9 +482,18 @@ func TestAttention(t *testing.T) {
 		{5, 60, Attn{Heads: 8, KVHeads: 1, HeadDim: 256, Ctx: 65}},
 		{70, 0, Attn{Heads: 3, KVHeads: 3, HeadDim: 6, Ctx: 70}}, // keys span two chunks
 		{9, 200, Attn{Heads: 6, KVHeads: 2, HeadDim: 130, Ctx: 300}},
+		// Sliding windows over rings of Window+n-1 rows (the batch
+		// straddling the wrap), a window of 1, one longer than the depth,
+		// and a ring without a window.
+		{6, 45, Attn{Heads: 4, KVHeads: 2, HeadDim: 64, Ctx: 20, Window: 15}},
+		{3, 1000, Attn{Heads: 2, KVHeads: 1, HeadDim: 256, Ctx: 70, Window: 1}},
+		{1, 333, Attn{Heads: 8, KVHeads: 2, HeadDim: 128, Ctx: 90, Window: 90}},
+		{70, 10, Attn{Heads: 3, KVHeads: 3, HeadDim: 6, Ctx: 200, Window: 100}}, // keys span two chunks
+		{4, 30, Attn{Heads: 2, KVHeads: 2, HeadDim: 16, Ctx: 50, Window: 1000}},
+		{5, 97, Attn{Heads: 2, KVHeads: 1, HeadDim: 32, Ctx: 64}},
 	} {
 		c.a.Scale = float32(1 / math.Sqrt(float64(c.a.HeadDim)))
-		t.Run(fmt.Sprintf("n%d/pos%d/h%d/kv%d/d%d", c.n, c.pos, c.a.Heads, c.a.KVHeads, c.a.HeadDim), func(t *testing.T) {
+		t.Run(fmt.Sprintf("n%d/pos%d/h%d/kv%d/d%d/ctx%d/w%d", c.n, c.pos, c.a.Heads, c.a.KVHeads, c.a.HeadDim, c.a.Ctx, c.a.Window), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.a.HeadDim)))
 			D, kvDim := c.a.HeadDim, c.a.KVHeads*c.a.HeadDim
 			qDim := c.a.Heads * D
@@ -493,15 +510,19 @@ func TestAttention(t *testing.T) {
 			})
 			want, scale := make([]float64, c.n*qDim), make([]float64, c.n*qDim)
 			group := c.a.Heads / c.a.KVHeads
+			// The keys each row sees: attention.Problem's rule; key tk of
+			// row i at position first+tk, in ring row (first+tk) mod Ctx.
+			ring := attention.Problem{Queries: c.n, Pos: c.pos, Window: c.a.Window, Slots: c.a.Ctx}
 			for i := 0; i < c.n; i++ {
-				L := min(c.pos+i+1, c.a.Ctx)
+				first := ring.First(c.pos + i)
+				row := func(tk int) int { return (first + tk) % c.a.Ctx }
 				for h := 0; h < c.a.Heads; h++ {
 					qo, ko := (i*c.a.Heads+h)*D, (h/group)*D
-					s := make([]float64, L)
+					s := make([]float64, c.pos+i+1-first)
 					m := math.Inf(-1)
 					for tk := range s {
 						for d := 0; d < D; d++ {
-							s[tk] += float64(q[qo+d]) * float64(kv[tk*kvDim+ko+d])
+							s[tk] += float64(q[qo+d]) * float64(kv[row(tk)*kvDim+ko+d])
 						}
 						s[tk] *= float64(c.a.Scale)
 						m = max(m, s[tk])
@@ -514,7 +535,7 @@ func TestAttention(t *testing.T) {
 					for d := 0; d < D; d++ {
 						var o, mag float64
 						for tk := range s {
-							v := float64(vv[tk*kvDim+ko+d])
+							v := float64(vv[row(tk)*kvDim+ko+d])
 							o += s[tk] * v
 							mag += s[tk] * math.Abs(v)
 						}
