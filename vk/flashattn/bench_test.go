@@ -24,7 +24,8 @@ import (
 // dispatches (gpu-µs, from timestamps; wall time per run when the device has
 // none), the KV cache bytes read per second (GB/s: K and V rows 0..kv-1, each
 // once) and, for prefill, the arithmetic rate (TFLOP/s, 4·head dim per
-// query-key pair under the causal mask). Each run is one submission: the
+// query-key pair under the causal mask). -window runs the layer as a
+// sliding-window one over its ring. Each run is one submission: the
 // GPU starts it idle, and the caches hold what the run before left.
 // BenchmarkLlama3Layers times decode as a forward pass runs it.
 //
@@ -37,6 +38,7 @@ var (
 	benchPerWG  = flag.Int("heads", 0, "BenchmarkLlama3: force the q-heads per workgroup (0: the policy's)")
 	benchGroups = flag.Int("groups", 0, "BenchmarkLlama3: force the lane groups per decode workgroup (0: the policy's)")
 	benchChunk  = flag.Int("chunk", 0, "BenchmarkLlama3: force the f16 values per load in decode, 8 or 4 (0: the policy's)")
+	benchWindow = flag.Int("window", 0, "BenchmarkLlama3: a sliding window of this many keys, over a ring cache of window+queries-1 rows (0: global)")
 )
 
 // The Llama-3-8B attention shape.
@@ -92,6 +94,10 @@ func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	fa, err := New(d, Options{Wave: c.wave, Prefs: prefs})
 	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: benchKVHeads, HeadDim: benchDim,
 		Context: c.kv, Scale: float32(1 / math.Sqrt(benchDim))}
+	if w := *benchWindow; w > 0 {
+		// The ring a sliding-window layer keeps (backend.Cache.Slots).
+		sh.Window, sh.Context = w, min(c.kv, w+c.queries-1)
+	}
 	return fa, sh, err
 }
 
@@ -185,13 +191,17 @@ func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer
 	}
 	b.StopTimer() // the statistics query below is no part of the run
 	us := gpu / float64(b.N)
-	bytes := 2 * float64(c.kv) * benchKVHeads * benchDim * 2
+	bytes := 2 * float64(sh.Context) * benchKVHeads * benchDim * 2 // every row of the ring
 	b.ReportMetric(us, "gpu-µs")
 	b.ReportMetric(bytes/us/1e3, "GB/s")
 	if c.queries > 1 {
 		pairs := 0.0
 		for i := range c.queries {
-			pairs += float64(c.kv - c.queries + i + 1)
+			keys := c.kv - c.queries + i + 1
+			if sh.Window > 0 {
+				keys = min(keys, sh.Window)
+			}
+			pairs += float64(keys)
 		}
 		b.ReportMetric(4*benchDim*benchHeads*pairs/us/1e6, "TFLOP/s")
 	}

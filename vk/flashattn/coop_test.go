@@ -29,6 +29,9 @@ func (c coopCase) String() string {
 	if c.past > 0 {
 		s += fmt.Sprintf("/past%d", c.past)
 	}
+	if c.window > 0 {
+		s += fmt.Sprintf("/window%d", c.window)
+	}
 	if c.rising {
 		s += "/rising"
 	}
@@ -52,7 +55,9 @@ const coopTolerance = 4e-3
 // cache's end; GQA groups of 1, 4 and 8 over one to three KV heads; head
 // dims 64, 80, 96 and 128; with and without a mask (maskFor: a fully
 // masked tile of keys 32..63, and a fully masked query row); scores that
-// keep passing the running max; two q-heads per workgroup; tiles of 16.
+// keep passing the running max; two q-heads per workgroup; tiles of 16;
+// sliding windows over rings that have wrapped (of exactly window+queries-1
+// rows, and looser) and over a cache of every position.
 var coopCases = []coopCase{
 	{inputs: inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 16, queries: 16}},
 	{inputs: inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 17, queries: 16, mask: true}},
@@ -66,6 +71,9 @@ var coopCases = []coopCase{
 	{inputs: inputs{dim: 64, gqa: 8, kvHeads: 1, kv: 200, queries: 31, mask: true}, hg: 2},
 	{inputs: inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 255, queries: 31, mask: true}, bc: 16},
 	{inputs: inputs{dim: 128, gqa: 4, kvHeads: 1, kv: 129, queries: 100, mask: true}, bc: 16},
+	{inputs: inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 30, queries: 16, past: 77, window: 15}},
+	{inputs: inputs{dim: 128, gqa: 2, kvHeads: 2, kv: 170, queries: 100, past: 900, window: 40, mask: true}},
+	{inputs: inputs{dim: 96, gqa: 1, kvHeads: 1, kv: 1000, queries: 31, window: 7}, bc: 16},
 }
 
 // TestFlashAttnCoopEmulated runs the cooperative-matrix kernel built
@@ -157,7 +165,7 @@ func runCoop(t *testing.T, d *vk.Device, o Options, cases []coopCase) {
 
 func runCoopCase(t *testing.T, d *vk.Device, fa *FlashAttn, c coopCase) (float64, string, error) {
 	sh := Shape{Queries: c.queries, Heads: c.heads(), KVHeads: c.kvHeads, HeadDim: c.dim,
-		Context: c.context(), Scale: float32(1 / math.Sqrt(float64(c.dim))), Mask: c.mask}
+		Context: c.context(), Window: c.window, Scale: float32(1 / math.Sqrt(float64(c.dim))), Mask: c.mask}
 	plan := ""
 	tol := 1e-3
 	if cp, err := fa.CoopPlan(sh); err == nil {
