@@ -31,7 +31,7 @@ var amdMatrix = []struct {
 var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
 
 // TestAMDCompileMatrix builds every pipeline of Llama-3-8B (Q4_K_M shapes),
-// and those Qwen3-8B adds, with AMD's compiler (ACO, through RADV's null devices) for GCN4 to
+// and those Qwen3-8B and Gemma-3-4B add, with AMD's compiler (ACO, through RADV's null devices) for GCN4 to
 // RDNA4: the engine's choices at every wave the device runs; the policy's
 // wave on a short prompt (9 tokens: split prefill attention and its merge,
 // narrow tiles, rows of 8) with 8-bit and with f32 activations; and the
@@ -54,8 +54,12 @@ func TestAMDCompileMatrix(t *testing.T) {
 		// RDNA3 takes cooperative matrices by default; its scalar prefill
 		// products must build too.
 		{"", []string{"--wave", "auto", "--coopmat", "off"}, []int{32}},
-		// Issue 18's kernels: Qwen3's per-head norms (head dim 128).
+		// Issue 18's kernels: Qwen3's per-head norms (head dim 128);
+		// Gemma 3's GeGLU, embedding scale, head dim 256 and sliding
+		// windows, also with the policy's wave on a short prompt.
 		{"qwen3-8b", []string{"--int-dot", "on"}, []int{32, 64}},
+		{"gemma3-4b", []string{"--int-dot", "on"}, []int{32, 64}},
+		{"gemma3-4b", []string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
 	}
 	for _, g := range amdMatrix {
 		t.Run(g.family, func(t *testing.T) {

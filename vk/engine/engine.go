@@ -267,17 +267,8 @@ func checkCache(c backend.Cache) error {
 	if c.KVDim%2 != 0 {
 		return fmt.Errorf("vulkan: invalid KV cache shape %+v", c)
 	}
-	for l := range c.Layers {
-		if c.Slots(l) < c.Context {
-			return fmt.Errorf("vulkan: layer %d keeps a ring of %d of %d positions; sliding-window caches are not implemented yet", l, c.Slots(l), c.Context)
-		}
-	}
 	return nil
 }
-
-// errSlidingWindow names the piece of issue 18 the engine lacks until the
-// flash-attention kernels take windows and rings.
-var errSlidingWindow = fmt.Errorf("sliding-window attention is not implemented yet")
 
 func (e *Engine) freeCache() {
 	for _, b := range append(e.kc, e.vc...) {

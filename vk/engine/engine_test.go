@@ -83,9 +83,6 @@ func TestGoldenVulkan(t *testing.T) {
 // with the bounds of TestGoldenVulkan.
 func TestGoldenArchVulkan(t *testing.T) {
 	for name, tol := range golden.ArchFiles(t) {
-		if strings.Contains(name, "gemma3") {
-			continue // sliding-window attention: with the flash-attention windows
-		}
 		tol.Logit = max(tol.Logit, kvTolerance)
 		for _, w := range []int{32, 64} {
 			t.Run(fmt.Sprintf("%s/wave%d", filepath.Base(name), w), func(t *testing.T) {
@@ -109,7 +106,7 @@ func TestArchMatchesCPU(t *testing.T) {
 	for i := range long {
 		long[i] = int32(3 + (i*97+11)%500)
 	}
-	for _, m := range []string{"tiny-qwen3", "tiny-phi3", "tiny-llama31"} { // tiny-gemma3: with the flash-attention windows
+	for _, m := range []string{"tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama31"} {
 		for _, ft := range []string{"", "-q4_k_m"} {
 			t.Run(m+ft, func(t *testing.T) {
 				f, err := gguf.Open(fixtures.Path(t, "arch", m+ft+".gguf"))

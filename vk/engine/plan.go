@@ -282,8 +282,8 @@ func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		o.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
-	if a.Window > 0 {
-		o.fail(errSlidingWindow)
+	if err := c.CheckWindow(layer, o.n, a.Window); err != nil {
+		o.fail(fmt.Errorf("attention: %w", err))
 		return
 	}
 	d := act(dst)
@@ -292,7 +292,7 @@ func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		o.add("causal_attn", 0, e.k.AttentionSpec())
 		return
 	}
-	sh := flashattn.Shape{Queries: o.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
+	sh := flashattn.Shape{Queries: o.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Slots(layer), Window: a.Window, Scale: a.Scale}
 	fa, err := e.flashFor(sh)
 	if err != nil {
 		o.fail(err)

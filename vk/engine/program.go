@@ -340,7 +340,7 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 		reads []vk.Binding
 	}{{p.e.kc[layer], act(k).b, kr, ropeReads}, {p.e.vc[layer], act(v).b, nil, nil}} {
 		p.op(append(kv.reads, kv.src, whole(p.step)), bindings(whole(kv.cache)), func() error {
-			return p.e.k.StoreKV(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Context, kv.rope)
+			return p.e.k.StoreKV(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Slots(layer), kv.rope)
 		})
 	}
 }
@@ -351,21 +351,25 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		p.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
-	if a.Window > 0 {
-		p.fail(errSlidingWindow)
+	// A sliding layer's cache is a ring of Slots(layer) positions, which
+	// the kernels address as StoreKV wrote it: position k in row k mod
+	// slots (a global layer's slots are the context, where k mod slots is k).
+	if err := c.CheckWindow(layer, p.n, a.Window); err != nil {
+		p.fail(fmt.Errorf("attention: %w", err))
 		return
 	}
+	slots := c.Slots(layer)
 	out, in := act(dst).b, act(q).b
 	kc, vc := whole(p.e.kc[layer]), whole(p.e.vc[layer])
 	reads := bindings(in, kc, vc, whole(p.step))
 	if p.e.plainAttention(a) {
 		p.op(reads, bindings(out), func() error {
 			return p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n,
-				kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: c.Context, Scale: a.Scale})
+				kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: slots, Window: a.Window, Scale: a.Scale})
 		})
 		return
 	}
-	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Context, Scale: a.Scale}
+	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: slots, Window: a.Window, Scale: a.Scale}
 	io := flashattn.IO{Q: in, K: kc, V: vc, Out: out, Step: whole(p.step)}
 	fa, err := p.e.flashFor(sh)
 	if err != nil {
