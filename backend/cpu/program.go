@@ -401,29 +401,25 @@ func (p *program) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
 }
 
 func (p *program) SwiGLU(dst, gate, up backend.Tensor) {
-	d, g, u := act(dst), act(gate), act(up)
-	if len(d.data) != len(g.data) || len(g.data) != len(u.data) {
-		p.fail("swiglu: sizes %d, %d, %d", len(d.data), len(g.data), len(u.data))
-		return
-	}
-	p.add(func(*step) {
-		for i, x := range g.data {
-			d.data[i] = x / (1 + float32(math.Exp(-float64(x)))) * u.data[i]
-		}
-	})
+	p.glu("swiglu", dst, gate, up, func(x float32) float32 { return x / (1 + float32(math.Exp(-float64(x)))) })
 }
 
 // GeGLU evaluates gelu in float64; llama.cpp's CPU backend reads it from
 // a table of f16 inputs, its GPU backends compute it as here.
 func (p *program) GeGLU(dst, gate, up backend.Tensor) {
+	p.glu("geglu", dst, gate, up, func(x float32) float32 { return float32(gelu(float64(x))) })
+}
+
+// glu sets dst = f(gate) * up.
+func (p *program) glu(name string, dst, gate, up backend.Tensor, f func(float32) float32) {
 	d, g, u := act(dst), act(gate), act(up)
 	if len(d.data) != len(g.data) || len(g.data) != len(u.data) {
-		p.fail("geglu: sizes %d, %d, %d", len(d.data), len(g.data), len(u.data))
+		p.fail("%s: sizes %d, %d, %d", name, len(d.data), len(g.data), len(u.data))
 		return
 	}
 	p.add(func(*step) {
 		for i, x := range g.data {
-			d.data[i] = float32(gelu(float64(x))) * u.data[i]
+			d.data[i] = f(x) * u.data[i]
 		}
 	})
 }

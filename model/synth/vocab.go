@@ -1,6 +1,10 @@
 package synth
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/model/tokenizer"
+)
 
 // llama.cpp token types (llama_token_type).
 const (
@@ -189,9 +193,9 @@ func (v *vocabulary) spmPieces(n int) {
 func (v *vocabulary) bpePieces(n int) {
 	end := len(v.tokens) + n
 	for b := range 256 {
-		v.tokens, v.types = append(v.tokens, byteChar[b]), append(v.types, tokNormal)
+		v.tokens, v.types = append(v.tokens, tokenizer.ByteToken(byte(b))), append(v.types, tokNormal)
 	}
-	space := byteChar[' ']
+	space := tokenizer.ByteToken(' ')
 	add := func(left, right string) {
 		v.tokens, v.types = append(v.tokens, left+right), append(v.types, tokNormal)
 		v.merges = append(v.merges, left+" "+right)
@@ -206,22 +210,6 @@ func (v *vocabulary) bpePieces(n int) {
 		word = nextWord(word)
 	}
 }
-
-// byteChar is GPT-2's bytes_to_unicode: printable bytes stand for
-// themselves, the others for the code points from U+0100 up, in byte order
-// (the space is "Ġ", U+0120).
-var byteChar = func() (m [256]string) {
-	next := rune(256)
-	for b := range 256 {
-		r := rune(b)
-		if !(0x21 <= b && b <= 0x7E || 0xA1 <= b && b <= 0xAC || 0xAE <= b && b <= 0xFF) {
-			r = next
-			next++
-		}
-		m[b] = string(r)
-	}
-	return m
-}()
 
 // id is the id of a head or tail token of k in a vocabulary of nText
 // generated tokens, or -1.

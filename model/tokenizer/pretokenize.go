@@ -458,6 +458,10 @@ var (
 	byteDec = map[rune]byte{}
 )
 
+// ByteToken is the token text byte-level BPE vocabularies hold for byte b
+// (GPT-2's bytes_to_unicode).
+func ByteToken(b byte) string { return byteEnc[b] }
+
 func init() {
 	next := rune(256)
 	for b := range 256 {
