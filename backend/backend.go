@@ -57,6 +57,13 @@ type Ops interface {
 	Embed(dst, table Tensor)
 	// RMSNorm sets dst[i] = x[i] / sqrt(mean(x[i]²) + eps) * w. dst may be x.
 	RMSNorm(dst, x, w Tensor, eps float32)
+	// RMSNormAdd sets dst = r + RMSNorm(x)·w, row by row, r shaped like x:
+	// a branch's post-norm followed by its residual add (Gemma 3's
+	// post_attention_norm and post_ffw_norm), recorded as one op so a
+	// backend can do both in one pass instead of two dependent ones. Each
+	// value is the f32 sum r + (x·scale·w), rounded as RMSNorm then Add
+	// would. dst may be x or r.
+	RMSNormAdd(dst, x, w, r Tensor, eps float32)
 	// MatMul sets dst[i][r] = Σ_k w[r][k]·x[i][k]: w is rows×K, x is N×K, dst is N×rows.
 	MatMul(dst, w, x Tensor)
 	// MatMulAdd sets dst = r + MatMul(w, x), r shaped like dst: the

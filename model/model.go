@@ -206,15 +206,16 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 		glu = ops.GeGLU
 	}
 	// branch adds the projection p·in to the residual x, through the
-	// branch's post-norm where the architecture has one.
+	// branch's post-norm where the architecture has one. Either way the
+	// residual add rides on the op before it (the product, or the norm):
+	// in decode each op is mostly launch and barrier latency.
 	branch := func(p, in, postNorm backend.Tensor) {
 		if postNorm == nil {
 			ops.MatMulAdd(x, p, in, x)
 			return
 		}
 		ops.MatMul(h, p, in)
-		ops.RMSNorm(h, h, postNorm, hp.Eps)
-		ops.Add(x, x, h)
+		ops.RMSNormAdd(x, h, postNorm, x, hp.Eps)
 	}
 
 	ops.Embed(x, w.tokEmbd)

@@ -87,6 +87,52 @@ func TestHeadNorm(t *testing.T) {
 	}
 }
 
+// TestRMSNormAdd checks the fused post-norm and residual add against
+// RMSNorm then Add, which it must match bit for bit (the model's golden
+// outputs were made with the two ops), with dst the residual (as the model
+// records it), dst the normalised input, and dst a tensor of its own.
+func TestRMSNormAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const eps = 1e-6
+	for _, cols := range []int{1, 7, 255, 2560} {
+		for _, n := range []int{1, 3, 8} { // newBackend's context holds 8 positions
+			for _, alias := range []string{"r", "x", "none"} {
+				t.Run(fmt.Sprintf("%dx%d/dst=%s", n, cols, alias), func(t *testing.T) {
+					b := newBackend(t)
+					xt, _ := randTable(t, b, rng, n, cols, 4)
+					rt, _ := randTable(t, b, rng, n, cols, 50)
+					w, _ := randTable(t, b, rng, 1, cols, 2)
+					out := runOnce(t, b, n, 2*n*cols, func(o backend.Ops) {
+						x, r, h := o.Tensor(n, cols), o.Tensor(n, cols), o.Tensor(n, cols)
+						o.Embed(x, xt)
+						o.Embed(r, rt)
+						o.RMSNorm(h, x, w, eps)
+						o.Add(h, r, h)
+						o.Output(h)
+						dst := map[string]backend.Tensor{"r": r, "x": x, "none": o.Tensor(n, cols)}[alias]
+						o.RMSNormAdd(dst, x, w, r, eps)
+						o.Output(dst)
+					})
+					want, got := out[:n*cols], out[n*cols:]
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("value %d: %v, want %v (RMSNorm then Add)", i, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+	b := newBackend(t)
+	if _, err := b.Record(1, func(o backend.Ops) {
+		x := o.Tensor(1, 8)
+		w, _ := randTable(t, b, rng, 1, 8, 1)
+		o.RMSNormAdd(x, x, w, o.Tensor(2, 8), eps)
+	}); err == nil || !strings.Contains(err.Error(), "rms_norm_add") {
+		t.Errorf("a residual of the wrong shape: error %v", err)
+	}
+}
+
 // TestGeGLU checks gelu(gate)·up against the tanh formula written out, over
 // values that reach the saturated tails, with dst aliasing gate.
 func TestGeGLU(t *testing.T) {

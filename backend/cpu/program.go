@@ -116,9 +116,26 @@ func (p *program) Embed(dst, table backend.Tensor) {
 }
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
-	d, s, g := act(dst), act(x), act(w)
+	p.rmsNorm("rms_norm", act(dst), act(x), act(w), nil, eps)
+}
+
+// RMSNormAdd is RMSNorm with the residual r added to each value.
+func (p *program) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
+	res := act(r)
+	if s := act(x); res.rows != s.rows || res.cols != s.cols {
+		p.fail("rms_norm_add: residual %dx%d, x %dx%d", res.rows, res.cols, s.rows, s.cols)
+		return
+	}
+	p.rmsNorm("rms_norm_add", act(dst), act(x), act(w), res, eps)
+}
+
+// rmsNorm records dst = RMSNorm(x)·w, plus r where r is not nil. The sum of
+// squares accumulates in f64; each value is rounded to f32 before r is
+// added, so the fused op gives exactly RMSNorm then Add. Every value of a
+// row is read before it is written, so dst may be x or r.
+func (p *program) rmsNorm(op string, d, s, g, r *tensor, eps float32) {
 	if d.rows != s.rows || d.cols != s.cols || len(g.data) != s.cols {
-		p.fail("rms_norm: shapes %dx%d, %dx%d, weight %d", d.rows, d.cols, s.rows, s.cols, len(g.data))
+		p.fail("%s: shapes %dx%d, %dx%d, weight %d", op, d.rows, d.cols, s.rows, s.cols, len(g.data))
 		return
 	}
 	p.add(func(*step) {
@@ -129,8 +146,17 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 				ss += float64(v) * float64(v)
 			}
 			scale := float32(1 / math.Sqrt(ss/float64(len(in))+float64(eps)))
+			if r == nil {
+				for j, v := range in {
+					o[j] = v * scale * g.data[j]
+				}
+				continue
+			}
+			res := r.row(i)
 			for j, v := range in {
-				o[j] = v * scale * g.data[j]
+				// The conversion forbids fusing the product into the
+				// add (Go may use an FMA otherwise): Add rounds it first.
+				o[j] = res[j] + float32(v*scale*g.data[j])
 			}
 		}
 	})

@@ -4,6 +4,10 @@
 // elements it read itself. With Q8 the rows (cols a multiple of 32) are
 // also written in the 8-bit layout of the integer-dot products (q8.glsl): one
 // dispatch and one barrier fewer than rounding them in a pass of their own.
+// With ADD, dst[r][c] = res[r][c] + that (RMSNormAdd: Gemma 3's post-norms
+// and the residual add after them, one dispatch and one barrier instead of
+// two of each). dst may alias res as it may x: each value of res is read
+// by the invocation that then writes it.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
@@ -18,6 +22,9 @@ layout(constant_id = 2) const bool Q8 = false;
 // row once for the sum of squares and again to scale it: on decode's one
 // row of 4096 that second round trip came after the reduction.
 layout(constant_id = 3) const bool BLOCKS = false;
+// ADD: add the residual res (binding 4); the Go side does not combine it
+// with Q8 (the sum is a residual stream, which feeds norms, not products).
+layout(constant_id = 4) const bool ADD = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Src { float x[]; };
@@ -27,6 +34,7 @@ layout(binding = 1) readonly buffer Src4 { vec4 x4[]; };
 layout(binding = 2) readonly buffer Wts4 { vec4 w4[]; };
 layout(binding = 3) writeonly buffer Q8W { uint q8w[]; };
 layout(binding = 3) writeonly buffer Q8F { float q8f[]; };
+layout(binding = 4) readonly buffer Res { float res[]; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -93,6 +101,10 @@ void main() {
         return;
     }
     for (uint c = gl_LocalInvocationID.x; c < pc.cols; c += WG) {
-        dst[base + c] = x[base + c] * scale * w[c];
+        float v = x[base + c] * scale * w[c];
+        if (ADD) {
+            v += res[base + c];
+        }
+        dst[base + c] = v;
     }
 }

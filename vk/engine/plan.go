@@ -173,6 +173,12 @@ func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	}
 }
 
+func (o *planOps) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
+	d := act(dst)
+	o.add(fmt.Sprintf("rms_norm_add %d", d.cols), 0, o.pl.e.k.RMSNormAddSpec(d.cols))
+	o.wrote(d)
+}
+
 func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
 	k := o.pl.e.k

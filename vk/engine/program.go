@@ -165,6 +165,20 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	})
 }
 
+// RMSNormAdd is kernels.RMSNormAdd. It writes no q8 copy (unlike RMSNorm):
+// its result is the residual stream, which the next norm reads, not a
+// product. op marks dst's copies stale like any write.
+func (p *program) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
+	d, a, g, res := act(dst), act(x), act(w), act(r)
+	if res.rows != a.rows || res.cols != a.cols || d.rows != a.rows || d.cols != a.cols {
+		p.fail(fmt.Errorf("rms_norm_add: dst %dx%d, x %dx%d, residual %dx%d", d.rows, d.cols, a.rows, a.cols, res.rows, res.cols))
+		return
+	}
+	p.op(bindings(a.b, g.b, res.b), bindings(d.b), func() error {
+		return p.e.k.RMSNormAdd(p.seq, d.b, a.b, g.b, res.b, d.rows, d.cols, eps)
+	})
+}
+
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
 	if p.e.k.UseCoop(m.typ, a.rows, a.cols) {

@@ -158,11 +158,18 @@ type Kernels struct {
 	dev  *vk.Device
 	info vk.DeviceInfo
 	// dummy is bound where a shader declares a buffer that a variant does
-	// not read (RoPE without frequency factors). It is made on first use
-	// (unused), so that kernels which only list their pipelines (the
-	// engine's Plan, on devices that cannot allocate) allocate nothing.
-	dummyMu sync.Mutex
-	dummy   *vk.Buffer
+	// not use (rms_norm without its q8 copy). dummyIn is the same for
+	// inputs (RoPE without frequency factors, a norm or product without
+	// a residual): a buffer no binding ever writes, because the
+	// synchronization validation counts a declared binding as accessed
+	// whether or not the variant touches it, and one dispatch that "wrote"
+	// dummy followed by an independent one that "read" it, with no
+	// barrier between (the Q and K head norms), was a reported hazard.
+	// Both are made on first use (unused, unusedInput), so that kernels
+	// which only list their pipelines (the engine's Plan, on devices that
+	// cannot allocate) allocate nothing.
+	dummyMu        sync.Mutex
+	dummy, dummyIn *vk.Buffer
 
 	// MatVec and Tile are the shapes MatMul uses; callers (a tuning sweep)
 	// may change them between recordings.
@@ -201,17 +208,23 @@ func New(d *vk.Device) *Kernels {
 
 // unused is the binding for a buffer a shader declares and the variant
 // being recorded does not read.
-func (k *Kernels) unused() (vk.Binding, error) {
+func (k *Kernels) unused() (vk.Binding, error) { return k.placeholder(&k.dummy) }
+
+// unusedInput is the binding for an input a shader declares and the
+// variant being recorded does not read (see dummyIn).
+func (k *Kernels) unusedInput() (vk.Binding, error) { return k.placeholder(&k.dummyIn) }
+
+func (k *Kernels) placeholder(b **vk.Buffer) (vk.Binding, error) {
 	k.dummyMu.Lock()
 	defer k.dummyMu.Unlock()
-	if k.dummy == nil {
-		b, err := k.dev.NewBuffer(16, false)
+	if *b == nil {
+		nb, err := k.dev.NewBuffer(16, false)
 		if err != nil {
 			return vk.Binding{}, fmt.Errorf("kernels: %w", err)
 		}
-		k.dummy = b
+		*b = nb
 	}
-	return vk.Binding{Buf: k.dummy}, nil
+	return vk.Binding{Buf: *b}, nil
 }
 
 // TileQ8For is matmul_q8's tile for a batch of n activation columns:
@@ -262,8 +275,10 @@ func (k *Kernels) UseQ8(t quant.Type) bool { return k.Q8 && HasQ8(t) }
 // Close frees what the recordings allocated. Pipelines belong to the
 // device.
 func (k *Kernels) Close() {
-	if k.dummy != nil {
-		k.dummy.Free()
+	for _, b := range []*vk.Buffer{k.dummy, k.dummyIn} {
+		if b != nil {
+			b.Free()
+		}
 	}
 }
 

@@ -266,7 +266,7 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8
 			return err
 		}
 		res = *r
-	} else if res, err = k.unused(); err != nil {
+	} else if res, err = k.unusedInput(); err != nil {
 		return err
 	}
 	p, err := k.pipeline(k.MatVecSpec(t, n, sh, r != nil, q8))

@@ -53,7 +53,17 @@ const normLanes = 1024
 // RMSNorm records dst[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for rows x
 // cols values; dst may be x.
 func (k *Kernels) RMSNorm(s *vk.Sequence, dst, x, w vk.Binding, rows, cols int, eps float32) error {
-	return k.rmsNorm(s, dst, nil, x, w, rows, cols, eps)
+	return k.rmsNorm(s, dst, nil, nil, x, w, rows, cols, eps)
+}
+
+// RMSNormAdd records dst[r] = res[r] + x[r] / sqrt(mean(x[r]^2) + eps) * w:
+// a post-norm and the residual add after it (Gemma 3) in one dispatch.
+// dst may be x or res.
+func (k *Kernels) RMSNormAdd(s *vk.Sequence, dst, x, w, res vk.Binding, rows, cols int, eps float32) error {
+	if err := need("rms_norm residual", res, f32(rows*cols)); err != nil {
+		return err
+	}
+	return k.rmsNorm(s, dst, nil, &res, x, w, rows, cols, eps)
 }
 
 // HeadNorm records the RMS norm of every head of x in place: x holds rows
@@ -65,7 +75,7 @@ func (k *Kernels) HeadNorm(s *vk.Sequence, x, w vk.Binding, rows, heads, headDim
 	if err := positive("head_norm", rows, heads, headDim); err != nil {
 		return err
 	}
-	return k.rmsNorm(s, x, nil, x, w, rows*heads, headDim, eps)
+	return k.rmsNorm(s, x, nil, nil, x, w, rows*heads, headDim, eps)
 }
 
 // RMSNormQ8 is RMSNorm that also writes dst in the q8 layout (as
@@ -81,7 +91,7 @@ func (k *Kernels) RMSNormQ8(s *vk.Sequence, dst, q8, x, w vk.Binding, rows, cols
 	if err := need("rms_norm q8", q8, Q8Bytes(rows, cols)); err != nil {
 		return err
 	}
-	return k.rmsNorm(s, dst, &q8, x, w, rows, cols, eps)
+	return k.rmsNorm(s, dst, &q8, nil, x, w, rows, cols, eps)
 }
 
 // vec4Aligned checks that bindings a shader reads as vec4s start on 16 bytes.
@@ -94,7 +104,9 @@ func vec4Aligned(op string, bs ...vk.Binding) error {
 	return nil
 }
 
-func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w vk.Binding, rows, cols int, eps float32) error {
+// rmsNorm records the norm kernel, writing the q8 copy where q8 is not nil
+// and adding the residual where res is not nil (not both: nothing needs it).
+func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8, res *vk.Binding, x, w vk.Binding, rows, cols int, eps float32) error {
 	if err := positive("rms_norm", rows, cols); err != nil {
 		return err
 	}
@@ -107,27 +119,47 @@ func (k *Kernels) rmsNorm(s *vk.Sequence, dst vk.Binding, q8 *vk.Binding, x, w v
 	if err := need("rms_norm weight", w, f32(cols)); err != nil {
 		return err
 	}
-	q8b := vk.Binding{}
-	if q8 != nil {
-		q8b = *q8
-	} else {
-		var err error
-		if q8b, err = k.unused(); err != nil {
-			return err
-		}
+	if q8 != nil && res != nil {
+		return fmt.Errorf("kernels: rms_norm: a residual and a q8 copy in one dispatch")
 	}
-	p, err := k.pipeline(k.RMSNormSpec(cols, q8 != nil))
+	q8b, err := orUnused(q8, k.unused)
+	if err != nil {
+		return err
+	}
+	resb, err := orUnused(res, k.unusedInput)
+	if err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.rmsNormSpec(cols, q8 != nil, res != nil))
 	if err != nil {
 		return err
 	}
 	gx, gy := k.grid(rows)
-	s.Dispatch(p, []vk.Binding{dst, x, w, q8b}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, x, w, q8b, resb}, vk.Push(uint32(rows), uint32(cols), eps), gx, gy, 1)
 	return nil
+}
+
+// orUnused is *b, or the placeholder a shader's optional buffer gets
+// where b is nil.
+func orUnused(b *vk.Binding, placeholder func() (vk.Binding, error)) (vk.Binding, error) {
+	if b != nil {
+		return *b, nil
+	}
+	return placeholder()
 }
 
 // RMSNormSpec is the pipeline RMSNorm (RMSNormQ8 with q8) builds for rows
 // of cols values.
 func (k *Kernels) RMSNormSpec(cols int, q8 bool) vk.PipelineSpec {
+	return k.rmsNormSpec(cols, q8, false)
+}
+
+// RMSNormAddSpec is the pipeline RMSNormAdd builds for rows of cols values.
+func (k *Kernels) RMSNormAddSpec(cols int) vk.PipelineSpec {
+	return k.rmsNormSpec(cols, false, true)
+}
+
+func (k *Kernels) rmsNormSpec(cols int, q8, add bool) vk.PipelineSpec {
 	// One workgroup normalises a row, so in decode (one row) a single
 	// workgroup does all the work: it must be wide, or each lane walks the
 	// row with one dependent load after another. 64 lanes took 34 µs for a
@@ -144,7 +176,11 @@ func (k *Kernels) RMSNormSpec(cols int, q8 bool) vk.PipelineSpec {
 			lanes, blocks = l, 1
 		}
 	}
-	return spec("rms_norm", 4, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8, blocks)
+	withAdd := uint32(0)
+	if add {
+		withAdd = 1
+	}
+	return spec("rms_norm", 5, 12, 0, uint32(lanes), k.subgroups(lanes), withQ8, blocks, withAdd)
 }
 
 // RoPE describes a rotary position embedding.
@@ -169,7 +205,7 @@ func (r RoPE) check(k *Kernels, op string) (vk.Binding, error) {
 		return vk.Binding{}, fmt.Errorf("kernels: %s: base %g, scale %g", op, r.Base, r.Scale)
 	}
 	if r.Factors == nil {
-		return k.unused()
+		return k.unusedInput()
 	}
 	if err := need(op+" factors", *r.Factors, f32(r.Dims/2)); err != nil {
 		return vk.Binding{}, err

@@ -112,6 +112,57 @@ func TestRMSNorm(t *testing.T) {
 	}
 }
 
+// TestRMSNormAdd checks the norm with the residual added (Gemma 3's
+// post-norms) on awkward shapes, with dst the residual (as the engine
+// records it), dst the normalised input, and dst a buffer of its own: each
+// value must be read before the same invocation overwrites it.
+func TestRMSNormAdd(t *testing.T) {
+	k := setup(t)
+	i := 0
+	for _, cols := range []int{7, 255, 2560} {
+		for _, rows := range []int{1, 3, 17} {
+			dstIs := []string{"res", "x", "own"}[i%3]
+			i++
+			t.Run(fmt.Sprintf("%dx%d/dst=%s", rows, cols, dstIs), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(rows), uint64(cols)+1))
+				x := normals(r, rows*cols, 3)
+				w := normals(r, cols, 1)
+				res := normals(r, rows*cols, 20)
+				const eps = 1e-6
+				xb, wb, rb := floatBuffer(t, x), floatBuffer(t, w), floatBuffer(t, res)
+				db := map[string]*vk.Buffer{"res": rb, "x": xb, "own": nil}[dstIs]
+				if db == nil {
+					db = buffer(t, f32(rows*cols), nil)
+				}
+				run(t, func(s *vk.Sequence) error {
+					return k.RMSNormAdd(s, whole(db), whole(xb), whole(wb), whole(rb), rows, cols, eps)
+				})
+				want, scale := make([]float64, rows*cols), make([]float64, rows*cols)
+				for r := 0; r < rows; r++ {
+					var ss float64
+					for _, v := range x[r*cols : (r+1)*cols] {
+						ss += float64(v) * float64(v)
+					}
+					inv := 1 / math.Sqrt(ss/float64(cols)+eps)
+					for c := 0; c < cols; c++ {
+						i := r*cols + c
+						norm := float64(x[i]) * inv * float64(w[c])
+						want[i] = float64(res[i]) + norm
+						// The norm's error (as TestRMSNorm) and the f32 add's
+						// rounding are relative to the two terms.
+						scale[i] = math.Abs(norm) + math.Abs(float64(res[i]))
+					}
+				}
+				compare(t, "dst", read(t, db, 0, rows*cols), want, scale, 1e-5+4*math.Sqrt(float64(cols))*eps32)
+			})
+		}
+	}
+	big, small := whole(buffer(t, f32(8), nil)), whole(buffer(t, f32(4), nil))
+	if err := k.RMSNormAdd(nil, big, big, small, small, 2, 4, 1e-6); err == nil {
+		t.Error("a residual of 4 values for 2 rows of 4 was accepted")
+	}
+}
+
 // TestHeadNorm normalises every head of rows of heads*headDim values in
 // place with one weight of headDim values (Qwen3's and Gemma 3's Q and K
 // norms): the head dims of real models and awkward row and head counts.
