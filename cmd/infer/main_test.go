@@ -62,16 +62,7 @@ func infer(t *testing.T, args ...string) result {
 // TestGoldenContinuation is the README's first command: greedy generation on
 // stories260K must print llama.cpp's continuation.
 func TestGoldenContinuation(t *testing.T) {
-	var g struct {
-		Text string `json:"greedy_text"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "golden", "stories260K.once.cpu-f32.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := readGolden(t, "golden", "stories260K.once.cpu-f32.json")
 	// The CPU engine, then the GPU engine with flash attention at both
 	// waves (on lavapipe both are emulated over its 8-wide subgroups) and
 	// with the plain attention kernel.
@@ -225,4 +216,28 @@ func interrupt(t *testing.T, extra ...string) (stdout, stderr string) {
 		}
 	}
 	return out.String(), errb.String()
+}
+
+// golden is what the tests here read of a llama.cpp golden run
+// (../shared/testdata/golden/README.md).
+type golden struct {
+	Prompt    string    `json:"prompt"`
+	Tokens    []int32   `json:"tokens"`
+	Greedy    []int32   `json:"greedy"`
+	Text      string    `json:"greedy_text"`
+	GreedyTop [][][]any `json:"greedy_top"` // [id, logit, piece] per step, best first
+}
+
+// readGolden reads the golden run at the test-data path elem.
+func readGolden(t *testing.T, elem ...string) golden {
+	t.Helper()
+	var g golden
+	b, err := os.ReadFile(fixtures.Path(t, elem...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

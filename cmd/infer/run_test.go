@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -50,18 +49,7 @@ func decodeRun(t *testing.T, stdout string) runReport {
 // tokens and its 48 greedy tokens, on the CPU and the GPU engine, with
 // timings that add up and the usual timing lines still on stderr.
 func TestRunJSON(t *testing.T) {
-	var g struct {
-		Tokens []int32 `json:"tokens"`
-		Greedy []int32 `json:"greedy"`
-		Text   string  `json:"greedy_text"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "golden", "stories260K.once.cpu-f32.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := readGolden(t, "golden", "stories260K.once.cpu-f32.json")
 	model := fixtures.Path(t, "stories260K.gguf")
 	for _, be := range []string{"cpu", "vulkan"} {
 		t.Run(be, func(t *testing.T) {
@@ -157,19 +145,7 @@ func TestStopReason(t *testing.T) {
 func TestRunJSONArch(t *testing.T) {
 	for _, name := range []string{"tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama31"} {
 		t.Run(name, func(t *testing.T) {
-			var g struct {
-				Prompt    string    `json:"prompt"`
-				Tokens    []int32   `json:"tokens"`
-				Greedy    []int32   `json:"greedy"`
-				GreedyTop [][][]any `json:"greedy_top"` // [id, logit, piece] per step, best first
-			}
-			b, err := os.ReadFile(fixtures.Path(t, "arch", "golden", name+".lily.cpu-f32.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &g); err != nil {
-				t.Fatal(err)
-			}
+			g := readGolden(t, "arch", "golden", name+".lily.cpu-f32.json")
 			r := infer(t, "-m", fixtures.Path(t, "arch", name+".gguf"), "-p", g.Prompt, "-n", "48", "--temp", "0", "--json", "--backend", "cpu")
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)

@@ -101,7 +101,8 @@ func TestNewCoopMat(t *testing.T) {
 	t.Logf("%s: %s (%s)", dev.Info().Name, e.CoopMat(), e.CoopMat().Reason)
 	e.Close()
 	if policy.On() {
-		t.Skipf("%s runs cooperative matrices; the rest checks a device without", dev.Info().Name)
+		t.Logf("nothing to check: %s runs cooperative matrices; the rest checks a device without", dev.Info().Name)
+		return
 	}
 	on := true
 	_, err = New(dev, Options{CoopMat: &on})

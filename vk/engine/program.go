@@ -238,6 +238,16 @@ func (p *program) copyOf(copies map[vk.Binding]*actCopy, t *tensor, size int64) 
 	return c
 }
 
+// refresh records the rounding of activation a into its copy c unless c
+// already holds a's current values.
+func (p *program) refresh(c *actCopy, a *tensor, round func(s *vk.Sequence, dst, src vk.Binding, rows, cols int) error) {
+	if c.fresh {
+		return
+	}
+	p.op(bindings(a.b), bindings(c.b), func() error { return round(p.seq, c.b, a.b, a.rows, a.cols) })
+	c.fresh = true
+}
+
 // productCoop records dst = w·x on the matrix units (prefill), on the f16
 // copy of x, rounding x first unless it was since its last write (the q, k
 // and v projections share one copy, as gate and up do).
@@ -246,12 +256,7 @@ func (p *program) productCoop(d, m, a *tensor) {
 	if c == nil {
 		return
 	}
-	if !c.fresh {
-		p.op(bindings(a.b), bindings(c.b), func() error {
-			return p.e.k.QuantizeF16(p.seq, c.b, a.b, a.rows, a.cols)
-		})
-		c.fresh = true
-	}
+	p.refresh(c, a, p.e.k.QuantizeF16)
 	p.op(bindings(m.b, c.b), bindings(d.b), func() error {
 		return p.e.k.MatMulCoop(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.CoopTileForShape(m.typ, m.rows, a.rows))
 	})
@@ -282,12 +287,7 @@ func (p *program) productQ8(d, m, a, r *tensor) {
 	if c == nil {
 		return
 	}
-	if !c.fresh {
-		p.op(bindings(a.b), bindings(c.b), func() error {
-			return p.e.k.QuantizeQ8(p.seq, c.b, a.b, a.rows, a.cols)
-		})
-		c.fresh = true
-	}
+	p.refresh(c, a, p.e.k.QuantizeQ8)
 	reads := bindings(m.b, c.b)
 	var res *vk.Binding
 	if r != nil {

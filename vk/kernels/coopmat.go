@@ -239,17 +239,7 @@ func (k *Kernels) MatMulCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type
 	if w.Off%4 != 0 || xh.Off%16 != 0 {
 		return fmt.Errorf("kernels: matmul_coopmat: weights at offset %d, activations at %d: need multiples of 4 and 16", w.Off, xh.Off)
 	}
-	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
-	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
-		return fmt.Errorf("kernels: matmul_coopmat: %dx%d tiles exceed the device's workgroup grid", gx, gy)
-	}
-	p, err := k.pipeline(k.MatMulCoopSpec(t, tile))
-	if err != nil {
-		return err
-	}
-	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
-	s.Dispatch(p, []vk.Binding{dst, w, xh}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
-	return nil
+	return k.dispatchTiles(s, "matmul_coopmat", k.MatMulCoopSpec(t, tile), dst, w, xh, t, n, rows, K, rb, tile.BM, tile.BN)
 }
 
 // CheckCoopTile reports whether tile can run on this device with weights

@@ -306,14 +306,22 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	if err := k.checkTile(tile, t, tile.SharedBytes(t)); err != nil {
 		return err
 	}
-	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
+	return k.dispatchTiles(s, "matmul", k.MatMulSpec(t, tile), dst, w, x, t, n, rows, K, rb, tile.BM, tile.BN)
+}
+
+// dispatchTiles records a tiled matrix product of the three bindings
+// (dst, weights, activations): one workgroup per bm x bn tile of the
+// rows x n result, labelled with the matrix for profiles.
+func (k *Kernels) dispatchTiles(s *vk.Sequence, name string, ps vk.PipelineSpec, dst, w, x vk.Binding, t quant.Type, n, rows, K, rb, bm, bn int) error {
+	gx, gy := ceil(rows, bm), ceil(n, bn)
 	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
-		return fmt.Errorf("kernels: matmul: %dx%d tiles exceed the device's workgroup grid", gx, gy)
+		return fmt.Errorf("kernels: %s: %dx%d tiles exceed the device's workgroup grid", name, gx, gy)
 	}
-	p, err := k.pipeline(k.MatMulSpec(t, tile))
+	p, err := k.pipeline(ps)
 	if err != nil {
 		return err
 	}
+	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
 	s.Dispatch(p, []vk.Binding{dst, w, x}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
 	return nil
 }
@@ -350,17 +358,7 @@ func (k *Kernels) MatMulQ8(s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, 
 	if w.Off%16 != 0 || xq.Off%16 != 0 {
 		return fmt.Errorf("kernels: matmul_q8: weights at offset %d, activations at %d: need multiples of 16", w.Off, xq.Off)
 	}
-	gx, gy := ceil(rows, tile.BM), ceil(n, tile.BN)
-	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
-		return fmt.Errorf("kernels: matmul_q8: %dx%d tiles exceed the device's workgroup grid", gx, gy)
-	}
-	p, err := k.pipeline(k.MatMulQ8Spec(t, tile))
-	if err != nil {
-		return err
-	}
-	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
-	s.Dispatch(p, []vk.Binding{dst, w, xq}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
-	return nil
+	return k.dispatchTiles(s, "matmul_q8", k.MatMulQ8Spec(t, tile), dst, w, xq, t, n, rows, K, rb, tile.BM, tile.BN)
 }
 
 // MatMulQ8Spec is the pipeline MatMulQ8 builds for weights of type t.

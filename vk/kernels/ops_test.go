@@ -93,17 +93,10 @@ func TestRMSNorm(t *testing.T) {
 			if q8 {
 				q8Values(t, readBytes(t, qb), got, rows, cols)
 			}
-			want, scale := make([]float64, rows*cols), make([]float64, rows*cols)
-			for r := 0; r < rows; r++ {
-				var ss float64
-				for _, v := range x[r*cols : (r+1)*cols] {
-					ss += float64(v) * float64(v)
-				}
-				inv := 1 / math.Sqrt(ss/float64(cols)+eps)
-				for c := 0; c < cols; c++ {
-					want[r*cols+c] = float64(x[r*cols+c]) * inv * float64(w[c])
-					scale[r*cols+c] = math.Abs(want[r*cols+c])
-				}
+			want := rmsNormRef(x, w, rows, cols, eps)
+			scale := make([]float64, rows*cols)
+			for i, v := range want {
+				scale[i] = math.Abs(v)
 			}
 			// Relative to each value: the f32 sum of squares (cols terms,
 			// all positive) and inversesqrt (a few ulp on GPUs).
@@ -137,21 +130,12 @@ func TestRMSNormAdd(t *testing.T) {
 				run(t, func(s *vk.Sequence) error {
 					return k.RMSNormAdd(s, whole(db), whole(xb), whole(wb), whole(rb), rows, cols, eps)
 				})
-				want, scale := make([]float64, rows*cols), make([]float64, rows*cols)
-				for r := 0; r < rows; r++ {
-					var ss float64
-					for _, v := range x[r*cols : (r+1)*cols] {
-						ss += float64(v) * float64(v)
-					}
-					inv := 1 / math.Sqrt(ss/float64(cols)+eps)
-					for c := 0; c < cols; c++ {
-						i := r*cols + c
-						norm := float64(x[i]) * inv * float64(w[c])
-						want[i] = float64(res[i]) + norm
-						// The norm's error (as TestRMSNorm) and the f32 add's
-						// rounding are relative to the two terms.
-						scale[i] = math.Abs(norm) + math.Abs(float64(res[i]))
-					}
+				want, scale := rmsNormRef(x, w, rows, cols, eps), make([]float64, rows*cols)
+				for i, norm := range want {
+					want[i] = float64(res[i]) + norm
+					// The norm's error (as TestRMSNorm) and the f32 add's
+					// rounding are relative to the two terms.
+					scale[i] = math.Abs(norm) + math.Abs(float64(res[i]))
 				}
 				compare(t, "dst", read(t, db, 0, rows*cols), want, scale, 1e-5+4*math.Sqrt(float64(cols))*eps32)
 			})
@@ -188,19 +172,10 @@ func TestHeadNorm(t *testing.T) {
 			run(t, func(s *vk.Sequence) error {
 				return k.HeadNorm(s, whole(xb), whole(wb), c.rows, c.heads, c.headDim, eps)
 			})
-			want, scale := make([]float64, n), make([]float64, n)
-			for h := 0; h < c.rows*c.heads; h++ {
-				run := x[h*c.headDim : (h+1)*c.headDim]
-				var ss float64
-				for _, v := range run {
-					ss += float64(v) * float64(v)
-				}
-				inv := 1 / math.Sqrt(ss/float64(c.headDim)+eps)
-				for d, v := range run {
-					i := h*c.headDim + d
-					want[i] = float64(v) * inv * float64(w[d])
-					scale[i] = math.Abs(want[i])
-				}
+			// Each head is a row of RMSNorm.
+			want, scale := rmsNormRef(x, w, c.rows*c.heads, c.headDim, eps), make([]float64, n)
+			for i, v := range want {
+				scale[i] = math.Abs(v)
 			}
 			compare(t, "x", read(t, xb, 0, n), want, scale, 1e-5+4*math.Sqrt(float64(c.headDim))*eps32) // as TestRMSNorm
 		})
@@ -599,4 +574,21 @@ func TestAttention(t *testing.T) {
 			compare(t, "out", read(t, db, 0, c.n*qDim), want, scale, 2e-5)
 		})
 	}
+}
+
+// rmsNormRef is RMSNorm in float64: x (rows of cols values) over the root
+// mean square of its row, times w.
+func rmsNormRef(x, w []float32, rows, cols int, eps float64) []float64 {
+	want := make([]float64, rows*cols)
+	for r := 0; r < rows; r++ {
+		var ss float64
+		for _, v := range x[r*cols : (r+1)*cols] {
+			ss += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(ss/float64(cols)+eps)
+		for c := 0; c < cols; c++ {
+			want[r*cols+c] = float64(x[r*cols+c]) * inv * float64(w[c])
+		}
+	}
+	return want
 }
