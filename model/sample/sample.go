@@ -1,6 +1,7 @@
 // Package sample picks the next token from logits the way llama.cpp's default
-// sampler chain does: repeat penalty, top-k, top-p, min-p, temperature, then a
-// seeded draw; greedy (argmax) when the temperature is 0.
+// sampler chain does: penalties (repeat, frequency, presence), top-k, top-p,
+// min-p, temperature, then a seeded draw; greedy (argmax) when the temperature
+// is 0.
 package sample
 
 import (
@@ -16,7 +17,9 @@ type Params struct {
 	TopP          float32 // 1 = off
 	MinP          float32 // 0 = off
 	RepeatPenalty float32 // 1 = off
-	RepeatLastN   int     // tokens of history the penalty looks at
+	FreqPenalty   float32 // subtracted once per occurrence; 0 = off
+	PresPenalty   float32 // subtracted once if the token occurred; 0 = off
+	RepeatLastN   int     // tokens of history the penalties look at; 0 = off
 	Seed          uint64
 }
 
@@ -44,7 +47,7 @@ func New(p Params) *Sampler {
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15))}
 }
 
-// Accept records a token (prompt or generated) for the repeat penalty.
+// Accept records a token (prompt or generated) for the penalties.
 func (s *Sampler) Accept(id int32) {
 	s.history = append(s.history, id)
 	if n := s.p.RepeatLastN; n > 0 && len(s.history) > 2*n {
@@ -108,28 +111,36 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	return c[len(c)-1].id
 }
 
-// penalize applies llama.cpp's repeat penalty: logits of tokens seen in the
-// last RepeatLastN are divided by the penalty when positive, multiplied when negative.
+// penalize applies llama.cpp's penalties to the tokens seen in the last
+// RepeatLastN: the repeat penalty divides a positive logit and multiplies a
+// negative one, then count·FreqPenalty + PresPenalty is subtracted, count
+// being the token's occurrences in that window.
 func (s *Sampler) penalize(logits []float32) {
-	pen := s.p.RepeatPenalty
-	if pen == 1 || pen <= 0 || s.p.RepeatLastN <= 0 {
+	p := s.p
+	if p.RepeatLastN <= 0 || (p.RepeatPenalty == 1 || p.RepeatPenalty <= 0) && p.FreqPenalty == 0 && p.PresPenalty == 0 {
 		return
 	}
-	h := s.history
-	if len(h) > s.p.RepeatLastN {
-		h = h[len(h)-s.p.RepeatLastN:]
+	rep := p.RepeatPenalty
+	if rep <= 0 {
+		rep = 1
 	}
-	seen := make(map[int32]bool, len(h))
+	h := s.history
+	if len(h) > p.RepeatLastN {
+		h = h[len(h)-p.RepeatLastN:]
+	}
+	count := make(map[int32]int, len(h))
 	for _, id := range h {
-		if id < 0 || int(id) >= len(logits) || seen[id] {
-			continue
+		if id >= 0 && int(id) < len(logits) {
+			count[id]++
 		}
-		seen[id] = true
+	}
+	for id, n := range count {
 		if logits[id] > 0 {
-			logits[id] /= pen
+			logits[id] /= rep
 		} else {
-			logits[id] *= pen
+			logits[id] *= rep
 		}
+		logits[id] -= float32(n)*p.FreqPenalty + p.PresPenalty
 	}
 }
 

@@ -128,3 +128,35 @@ func TestRepeatPenalty(t *testing.T) {
 		t.Fatalf("token outside the last-N window still penalised: %v", l[0])
 	}
 }
+
+// TestFreqPresencePenalty: llama.cpp's frequency and presence penalties
+// subtract count·freq + presence from a token seen in the window, after the
+// repeat penalty, and leave unseen tokens and tokens outside the window alone.
+func TestFreqPresencePenalty(t *testing.T) {
+	s := New(Params{Temp: 0, RepeatPenalty: 2, FreqPenalty: 0.5, PresPenalty: 0.25, RepeatLastN: 4})
+	for _, id := range []int32{3, 0, 0, 0, 2} { // 3 falls out of the last-4 window
+		s.Accept(id)
+	}
+	l := logitsOf(4, 1, -1, 5)
+	s.Sample(l)
+	// token 0: 4/2 - 3·0.5 - 0.25; token 2: -1·2 - 0.5 - 0.25.
+	want := []float32{0.25, 1, -2.75, 5}
+	for i := range want {
+		if math.Abs(float64(l[i]-want[i])) > 1e-6 {
+			t.Errorf("logit %d: got %v, want %v (all %v)", i, l[i], want[i], l)
+		}
+	}
+	// The penalties alone, without a repeat penalty, still apply; a zero
+	// window turns them all off.
+	s = New(Params{Temp: 0, RepeatPenalty: 1, FreqPenalty: 1, RepeatLastN: 8})
+	s.Accept(0)
+	s.Accept(0)
+	if l = logitsOf(3, 2); s.Sample(l) != 1 || l[0] != 1 {
+		t.Errorf("frequency penalty without a repeat penalty: logits %v", l)
+	}
+	s = New(Params{Temp: 0, RepeatPenalty: 1, FreqPenalty: 1, PresPenalty: 1, RepeatLastN: 0})
+	s.Accept(0)
+	if l = logitsOf(3, 2); s.Sample(l) != 0 || l[0] != 3 {
+		t.Errorf("RepeatLastN 0 still penalised: logits %v", l)
+	}
+}
