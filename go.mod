@@ -1,6 +1,6 @@
 module github.com/vkinfer/vkinfer
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/ollama/ollama v0.17.4
@@ -9,4 +9,7 @@ require (
 	github.com/x448/float16 v0.8.4
 )
 
-require golang.org/x/sync v0.17.0 // indirect
+require (
+	github.com/ardanlabs/jinja v1.8.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
+)

@@ -32,6 +32,7 @@ type Model struct {
 	programs map[programKey]backend.Program
 	out      []float32
 	discard  []float32
+	session  *Session // the session whose tokens the cache holds
 }
 
 type programKey struct {
@@ -102,7 +103,14 @@ func (m *Model) Close() {
 // Forward runs tokens at positions pos.. and returns the logits of the last
 // token, or of every token when all is set (n_vocab values per token). The
 // slice is reused by the next call. Prompts longer than UBatch run in pieces.
+// The cache then holds no session's tokens (a session starts again from
+// nothing).
 func (m *Model) Forward(tokens []int32, pos int, all bool) ([]float32, error) {
+	m.session = nil
+	return m.forward(tokens, pos, all)
+}
+
+func (m *Model) forward(tokens []int32, pos int, all bool) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("model: no tokens to evaluate")
 	}

@@ -1,0 +1,35 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/vkinfer/vkinfer/internal/vktest"
+	"github.com/vkinfer/vkinfer/model"
+	"github.com/vkinfer/vkinfer/vk/engine"
+)
+
+// TestSessionVulkan runs the session checks on the Vulkan engine (lavapipe
+// in CI, validation on): reuse on tiny-qwen3, and tiny-gemma3's rings,
+// whose re-evaluation the engine's ring kernels must also get right. The
+// reused path prefills other batch sizes at other positions than the fresh
+// one, so the tiled products and flash attention round differently: the
+// bound is TestArchMatchesCPU's for the tiled products.
+func TestSessionVulkan(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ub    int
+		steps []sessionStep
+	}{
+		{"tiny-qwen3.gguf", 16, prefixSteps()},
+		{"tiny-gemma3.gguf", 3, ringSteps()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := engine.New(vktest.Open(t), engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := loadArch(t, c.name, e, model.Options{Context: 64, UBatch: c.ub})
+			runSession(t, m, c.steps, 3e-3)
+		})
+	}
+}
