@@ -17,7 +17,7 @@ import (
 	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
-// loadFlags are the model and backend flags shared by run and bench.
+// loadFlags are the model and backend flags shared by run, chat and bench.
 type loadFlags struct {
 	model   string
 	ctx     int
@@ -32,6 +32,10 @@ type loadFlags struct {
 	coopMat string // --coopmat
 	flash   bool
 	tune    string // --tune-profile
+
+	// file is the GGUF load opened (for what the model does not keep, such
+	// as the chat template); open until load's closeAll.
+	file *gguf.File
 }
 
 func (l *loadFlags) register(fs *pflag.FlagSet) {
@@ -81,6 +85,7 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 		return nil, nil, 0, err
 	}
 	printSummary(f, m, be)
+	l.file = f
 	closeAll = func() {
 		if e, ok := be.(*engine.Engine); ok && l.profile {
 			engine.WriteProfile(os.Stderr, e.Profile())

@@ -1,6 +1,7 @@
 // Command infer runs GGUF language models on the GPU (Vulkan) or the CPU.
 //
 //	infer -m model.gguf -p "Once upon a time"   generate text (the default command)
+//	infer chat -m model.gguf                    an interactive conversation (the model's chat template)
 //	infer gen --preset tiny -o tiny.gguf        write a synthetic model
 //	infer devices                               list Vulkan devices
 //	infer bench -m model.gguf                   llama-bench-style throughput tests
@@ -26,6 +27,7 @@ var commands = map[string]func(args []string) error{
 	"check":   checkCmd,
 	"tune":    tuneCmd,
 	"kernels": kernelsCmd,
+	"chat":    chatCmd,
 }
 
 func main() {

@@ -26,18 +26,12 @@ func runCmd(args []string) error {
 		nPredict     = fs.IntP("n-predict", "n", -1, "tokens to generate (-1: until end of text or a full context)")
 		noDisplay    = fs.Bool("no-display-prompt", false, "don't echo the prompt before the generated text")
 		ignoreEOS    = fs.Bool("ignore-eos", false, "keep generating past end-of-text tokens")
-		sp           = sample.Defaults()
-		seed         = fs.Int64("seed", -1, "random seed (-1: random)")
+		sf           sampleFlags
 		parseSpecial = fs.Bool("special", false, "parse special-token text (e.g. <|eot_id|>) in the prompt")
 		jsonOut      = fs.Bool("json", false, "print one JSON object on stdout at the end (prompt and generated token ids, text, timings) instead of streaming the text")
 	)
 	lo.register(fs)
-	fs.Float32Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
-	fs.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k sampling (0: off)")
-	fs.Float32Var(&sp.TopP, "top-p", sp.TopP, "top-p sampling (1: off)")
-	fs.Float32Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")
-	fs.Float32Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "penalise repeated tokens (1: off)")
-	fs.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "tokens of history the repeat penalty considers")
+	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,9 +46,7 @@ func runCmd(args []string) error {
 		}
 		text = string(b)
 	}
-	if sp.Seed = uint64(*seed); *seed < 0 {
-		sp.Seed = uint64(time.Now().UnixNano())
-	}
+	sp := sf.params()
 
 	m, closeModel, loadTime, err := lo.load()
 	if err != nil {
@@ -110,6 +102,36 @@ func runCmd(args []string) error {
 	}
 	_, err = os.Stdout.Write(append(b, '\n'))
 	return err
+}
+
+// sampleFlags are the sampling flags shared by run and chat, under
+// llama.cpp's names and defaults.
+type sampleFlags struct {
+	p    sample.Params
+	seed int64
+}
+
+func (f *sampleFlags) register(fs *pflag.FlagSet) {
+	f.p = sample.Defaults()
+	fs.Float32Var(&f.p.Temp, "temp", f.p.Temp, "temperature (0: greedy)")
+	fs.IntVar(&f.p.TopK, "top-k", f.p.TopK, "top-k sampling (0: off)")
+	fs.Float32Var(&f.p.TopP, "top-p", f.p.TopP, "top-p sampling (1: off)")
+	fs.Float32Var(&f.p.MinP, "min-p", f.p.MinP, "min-p sampling (0: off)")
+	fs.Float32Var(&f.p.RepeatPenalty, "repeat-penalty", f.p.RepeatPenalty, "penalise repeated tokens (1: off)")
+	fs.Float32Var(&f.p.FreqPenalty, "frequency-penalty", f.p.FreqPenalty, "subtract this per earlier occurrence of a token (0: off)")
+	fs.Float32Var(&f.p.PresPenalty, "presence-penalty", f.p.PresPenalty, "subtract this from tokens that occurred (0: off)")
+	fs.IntVar(&f.p.RepeatLastN, "repeat-last-n", f.p.RepeatLastN, "tokens of history the penalties consider")
+	fs.Int64Var(&f.seed, "seed", -1, "random seed (-1: random)")
+}
+
+// params are the sampler's parameters, with a seed drawn from the clock
+// for --seed -1.
+func (f *sampleFlags) params() sample.Params {
+	p := f.p
+	if p.Seed = uint64(f.seed); f.seed < 0 {
+		p.Seed = uint64(time.Now().UnixNano())
+	}
+	return p
 }
 
 // runReport is what --json prints: one object for scripts, and for tests
@@ -174,12 +196,18 @@ func rate(d time.Duration, n int) (ms, perToken, perSecond float64) {
 
 // printTimings prints llama.cpp's familiar end-of-run lines.
 func printTimings(w io.Writer, load time.Duration, st model.Stats) {
+	fmt.Fprintf(w, "\n%20s = %10.2f ms\n", "load time", millis(load))
+	printEvalTimings(w, st)
+	fmt.Fprintf(w, "%20s = %10.2f ms / %5d tokens\n", "total time", millis(load+st.PromptTime+st.GenTime), st.PromptTokens+st.GenTokens)
+}
+
+// printEvalTimings prints the prompt and generation lines of llama.cpp's
+// timings.
+func printEvalTimings(w io.Writer, st model.Stats) {
 	line := func(name string, d time.Duration, n int, unit string) {
 		ms, per, tps := rate(d, n)
 		fmt.Fprintf(w, "%20s = %10.2f ms / %5d %-6s (%8.2f ms per token, %8.2f tokens per second)\n", name, ms, n, unit, per, tps)
 	}
-	fmt.Fprintf(w, "\n%20s = %10.2f ms\n", "load time", millis(load))
 	line("prompt eval time", st.PromptTime, st.PromptTokens, "tokens")
 	line("eval time", st.GenTime, st.GenTokens, "runs")
-	fmt.Fprintf(w, "%20s = %10.2f ms / %5d tokens\n", "total time", millis(load+st.PromptTime+st.GenTime), st.PromptTokens+st.GenTokens)
 }
