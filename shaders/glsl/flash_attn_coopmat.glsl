@@ -36,8 +36,9 @@
 //
 // Shared memory (halves for f16): shQ ROWS(D+8), shKV BC(D+8), shP
 // ROWS(BC+8), shSO max(BC, D)(ROWS+4) floats, mtile BR(BC+1) floats with
-// MASK, and 2W floats of row partials. Row strides are multiples of 16
-// bytes, as the cooperative-matrix loads and stores want.
+// MASK (rounded up to 4), 2W floats of row partials and 16 bytes of flag.
+// Row strides and every variable's size are multiples of 16 bytes, as the
+// cooperative-matrix loads and stores want (below).
 //
 // The emulated build (COOPMAT_EMULATE) runs the same code with virtual
 // subgroups of SG invocations (coopmat.glsl), whatever the hardware's are.
@@ -68,14 +69,23 @@ const uint FS = FM * (BC / CM_N);        // score fragments
 const uint FO = FM * (D / CM_N);         // output fragments
 const uint SOR = BC > D ? BC : D;        // rows of shSO
 
+// The cooperative-matrix loads and stores need 16-byte aligned pointers
+// (Vulkan's rule for OpCooperativeMatrixLoadKHR/StoreKHR), but a shared
+// f16 array is only promised 2-byte alignment, and drivers place shared
+// variables one after another at their natural alignment. So every shared
+// variable here is a whole number of 16-byte units: with a 4-byte `mlive`
+// and a 1-float unmasked `mtile`, the H200's driver placed the fragment
+// arrays 4 bytes off and its fragment loads read wrong addresses
+// (docs/KERNELS.md).
 shared float16_t shQ[ROWS * DP];
 shared float16_t shKV[BC * DP];
 shared float16_t shP[ROWS * PP];
 shared float shSO[SOR * SS];
-shared float mtile[MASK ? BR * MS : 1];
+shared float mtile[MASK ? (BR * MS + 3u) & ~3u : 4u];
 shared float redm[W];
 shared float reds[W];
-shared uint mlive;
+shared uvec4 mlive4; // .x: the last tile with a live mask entry
+#define mlive mlive4.x
 
 // stage copies keys t..t+BC of K (or V) into shKV as f16, 8 values (one
 // 16-byte load) at a time; keys from ke on are zero (NaN rows of a cache

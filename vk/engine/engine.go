@@ -82,9 +82,9 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	}
 	k.CoopMat = cm
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
-	// Prefill attention stays on the scalar kernel: flash_attn_coopmat
-	// passes on its emulation but computes wrong results on the H200's
-	// matrix units (docs/KERNELS.md), so the engine does not use it yet.
+	// Prefill attention takes the matrix units with the products: the
+	// same choice, so --coopmat off turns both off.
+	prefill.Coop = cm
 	fa, err := flashattn.New(dev, decode)
 	if err != nil {
 		k.Close()

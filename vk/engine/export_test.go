@@ -5,9 +5,7 @@ import "github.com/vkinfer/vkinfer/vk/flashattn"
 // EmulateCoop makes e's prefill products and prefill attention run on the
 // cooperative-matrix kernels' software emulation (kernels.Kernels.
 // CoopEmulated, flashattn.Options.CoopEmulated), so that the engine's use
-// of them is tested on devices without the extension. (New does not hand
-// the cooperative-matrix attention to prefill on real devices yet; see
-// engine.go.)
+// of them is tested on devices without the extension.
 func EmulateCoop(e *Engine) error {
 	e.k.CoopEmulated = true
 	_, prefill := e.o.Tune.FlashAttn(e.o.Wave)

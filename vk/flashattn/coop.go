@@ -66,11 +66,11 @@ func coopShared(d, br, heads, bc, lanes int, mask bool) int {
 	n := rows*(d+8)*2 + bc*(d+8)*2 + rows*(bc+8)*2 // shQ, shKV, shP (f16)
 	n += max(bc, d) * (rows + 4) * 4               // shSO
 	if mask {
-		n += br * (bc + 1) * 4 // mtile
+		n += (br*(bc+1) + 3) / 4 * 16 // mtile, whole 16-byte units
 	} else {
-		n += 4
+		n += 16
 	}
-	return n + 2*lanes*4 + 4 // redm, reds, mlive
+	return n + 2*lanes*4 + 16 // redm, reds, mlive4
 }
 
 // CoopMinQueries is the least batch the cooperative-matrix kernel runs:
