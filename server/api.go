@@ -34,6 +34,7 @@ type request struct {
 	PresencePenalty  *float64 `json:"presence_penalty"`
 	FrequencyPenalty *float64 `json:"frequency_penalty"`
 	RepeatPenalty    *float64 `json:"repeat_penalty"`
+	IgnoreEOS        bool     `json:"ignore_eos"` // llama-server's: generate past end-of-generation tokens
 	N                *int     `json:"n"`
 	Logprobs         any      `json:"logprobs"` // chat: a bool, completions: a count
 	Tools            []any    `json:"tools"`
@@ -98,12 +99,14 @@ type params struct {
 	stop         []string
 	stream       bool
 	includeUsage bool
+	ignoreEOS    bool
 }
 
 // validate checks the fields chat and completions share.
 func (req *request) validate() (params, error) {
 	p := params{maxTokens: -1, temp: req.Temperature, topP: req.TopP, topK: req.TopK, minP: req.MinP, seed: req.Seed,
-		presence: req.PresencePenalty, frequency: req.FrequencyPenalty, repeat: req.RepeatPenalty, stream: req.Stream}
+		presence: req.PresencePenalty, frequency: req.FrequencyPenalty, repeat: req.RepeatPenalty, stream: req.Stream,
+		ignoreEOS: req.IgnoreEOS}
 	mt := req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		mt = req.MaxCompletionTokens

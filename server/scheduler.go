@@ -34,15 +34,23 @@ type Seq struct {
 	Reused int // tokens of Tokens the cache already held
 }
 
-// job is a generation request inside the scheduler.
-type job struct {
-	id        uint64
-	ctx       context.Context
+// genRequest is what a request asks the scheduler to generate.
+type genRequest struct {
 	prompt    []int32
 	maxTokens int // < 0: until end of generation or a full context
-	sampler   *sample.Sampler
-	text      *textStream
-	out       *stream
+	sampling  sample.Params
+	stop      []string
+	ignoreEOS bool // end-of-generation tokens are text like any other
+}
+
+// job is a generation request inside the scheduler.
+type job struct {
+	genRequest
+	id      uint64
+	ctx     context.Context
+	sampler *sample.Sampler
+	text    *textStream
+	out     *stream
 
 	started   bool // its prompt has been evaluated
 	generated int  // tokens sampled, end-of-generation included
@@ -116,7 +124,7 @@ func newScheduler(cfg schedulerConfig) *scheduler {
 
 // submit queues a request; errQueueFull when every slot and queue place is
 // taken. The request's results arrive on the returned stream.
-func (s *scheduler) submit(ctx context.Context, prompt []int32, maxTokens int, sp sample.Params, stop []string) (*stream, error) {
+func (s *scheduler) submit(ctx context.Context, r genRequest) (*stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -127,8 +135,8 @@ func (s *scheduler) submit(ctx context.Context, prompt []int32, maxTokens int, s
 	}
 	s.inFlight++
 	s.nextID++
-	j := &job{id: s.nextID, ctx: ctx, prompt: prompt, maxTokens: maxTokens, sampler: sample.New(sp),
-		text: newTextStream(s.cfg.model.NewDecoder(), stop), out: newStream()}
+	j := &job{genRequest: r, id: s.nextID, ctx: ctx, sampler: sample.New(r.sampling),
+		text: newTextStream(s.cfg.model.NewDecoder(), r.stop), out: newStream()}
 	s.queue = append(s.queue, j)
 	select {
 	case s.wake <- struct{}{}:
@@ -342,7 +350,7 @@ func (s *scheduler) sampleOne(sl *slot, logits []float32) {
 	id := j.sampler.Sample(logits)
 	j.generated++
 	sl.tokens = append(sl.tokens, id)
-	if s.cfg.model.IsEOG(id) {
+	if s.cfg.model.IsEOG(id) && !j.ignoreEOS {
 		s.finish(sl, "stop", nil)
 		return
 	}

@@ -246,7 +246,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p params, prom
 	case len(prompt) >= ctx:
 		return tooLong(len(prompt), ctx)
 	}
-	out, err := s.sched.submit(r.Context(), prompt, p.maxTokens, s.sampling(p), p.stop)
+	out, err := s.sched.submit(r.Context(), genRequest{prompt: prompt, maxTokens: p.maxTokens, sampling: s.sampling(p),
+		stop: p.stop, ignoreEOS: p.ignoreEOS})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@
 //
 //	infer -m model.gguf -p "Once upon a time"   generate text (the default command)
 //	infer chat -m model.gguf                    an interactive conversation (the model's chat template)
+//	infer serve -m model.gguf                   an OpenAI-compatible HTTP server
 //	infer gen --preset tiny -o tiny.gguf        write a synthetic model
 //	infer devices                               list Vulkan devices
 //	infer bench -m model.gguf                   llama-bench-style throughput tests
@@ -28,6 +29,7 @@ var commands = map[string]func(args []string) error{
 	"tune":    tuneCmd,
 	"kernels": kernelsCmd,
 	"chat":    chatCmd,
+	"serve":   serveCmd,
 }
 
 func main() {
