@@ -407,3 +407,27 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestIgnoreEOS: with ignore_eos, generation runs past end-of-generation
+// tokens to max_tokens.
+func TestIgnoreEOS(t *testing.T) {
+	s := newFake(t, Config{})
+	ts := serve(t, s)
+	for _, c := range []struct {
+		ignore bool
+		reason string
+	}{{false, "stop"}, {true, "length"}} {
+		var r struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			}
+			Usage usage
+		}
+		// "z." ends the fake's text at once: '.' is followed by EOS.
+		decodeBody(t, post(t, context.Background(), ts.URL+"/v1/completions", "",
+			fmt.Sprintf(`{"prompt": "z.", "max_tokens": 30, "ignore_eos": %v}`, c.ignore)), 200, &r)
+		if r.Choices[0].FinishReason != c.reason || c.ignore && r.Usage.CompletionTokens != 30 {
+			t.Errorf("ignore_eos %v: %+v", c.ignore, r)
+		}
+	}
+}
