@@ -116,17 +116,23 @@ func promptParam(p string) openai.CompletionNewParamsPromptUnion {
 }
 
 // TestServeSDK drives `infer serve` with OpenAI's Go SDK on the CPU
-// backend: a greedy completion equals `infer --temp 0`'s text, a streamed
-// chat arrives in chunks and equals the whole answer, stop strings cut the
-// text, and eight concurrent streams over four slots each equal what they
-// give alone.
+// backend and on Vulkan (lavapipe): a greedy completion equals
+// `infer --temp 0`'s text, a streamed chat arrives in chunks and equals the
+// whole answer, stop strings cut the text, and eight concurrent streams
+// over four slots each equal what they give alone.
 func TestServeSDK(t *testing.T) {
+	for _, backend := range []string{"cpu", "vulkan"} {
+		t.Run(backend, func(t *testing.T) { testServeSDK(t, backend) })
+	}
+}
+
+func testServeSDK(t *testing.T, backend string) {
 	m := serveModel(t)
-	s := startServe(t, "", "-m", m, "--backend", "cpu", "--parallel", "4", "--queue", "8")
+	s := startServe(t, "", "-m", m, "--backend", backend, "--parallel", "4", "--queue", "8")
 	ctx := context.Background()
 
 	const prompt = "Once upon a time"
-	cli := infer(t, "-m", m, "--backend", "cpu", "-p", prompt, "-n", "32", "--temp", "0", "--json")
+	cli := infer(t, "-m", m, "--backend", backend, "-p", prompt, "-n", "32", "--temp", "0", "--json")
 	if cli.code != 0 {
 		t.Fatalf("infer: %s", cli.stderr)
 	}
