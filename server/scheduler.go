@@ -22,7 +22,8 @@ type Engine interface {
 	// Eval brings, for each entry, cache Cache to hold Tokens and returns
 	// the logits after the last token in Logits: only the part of Tokens
 	// not already in the cache is evaluated (Reused says how many were).
-	// The Logits slices stay valid until the next Eval.
+	// The Logits slices stay valid until the next Eval; the scheduler's
+	// samplers change them in place.
 	Eval(batch []Seq) error
 }
 
