@@ -145,7 +145,7 @@ func (t *Template) render(msgs []Message, addGen bool, bos, eos string) (string,
 // FromModel returns the chat template to use for f: the text of the file
 // override when it is not "" (--chat-template-file), else the GGUF's
 // tokenizer.chat_template, else ChatML with fallback set (the caller says
-// so to the user).
+// so to the user). f may be nil when override is given.
 func FromModel(f *gguf.File, override string) (t *Template, fallback bool, err error) {
 	if override != "" {
 		b, err := os.ReadFile(override)
@@ -157,6 +157,9 @@ func FromModel(f *gguf.File, override string) (t *Template, fallback bool, err e
 			return nil, false, fmt.Errorf("%s: %w", override, err)
 		}
 		return t, false, nil
+	}
+	if f == nil {
+		return nil, false, fmt.Errorf("chat template: no model file and no template file")
 	}
 	src, ok := f.String("tokenizer.chat_template")
 	if !ok || src == "" || src == "chatml" {
