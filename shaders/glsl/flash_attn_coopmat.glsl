@@ -18,9 +18,13 @@
 //      no entry is live the tile is skipped (uniformly: a flag in shared);
 //   2. the K tile is staged as f16 [key][D+8] (keys past the range as 0);
 //   3. S = Q·Kᵀ: the ROWS x BC score fragments are spread over the
-//      subgroups, each summing D/CM_K products of a Q fragment (shQ,
-//      pre-scaled by scale·log2e and rounded to f16 once) and a K
-//      fragment, and stored transposed (f32 [key][row]) to shSO;
+//      subgroups, each summing D/CM_K products of a Q fragment and a K
+//      fragment, and stored transposed (f32 [key][row]) to shSO. Q is
+//      pre-scaled by scale·log2e and rounded to f16 once. With QREG (head
+//      dims up to 128) a subgroup always takes the same block of CM_M rows
+//      (NSG is a multiple of ROWS/CM_M) and keeps that block's D/CM_K Q
+//      fragments in registers for the whole walk; wider heads read them
+//      from shQ (in registers they would spill on RDNA3);
 //   4. the lanes own rows: LPR = W/ROWS lanes per row, each a strided
 //      share of its columns and of its head dims. They mask the scores,
 //      reduce the row max through shared memory (no subgroup operations:
@@ -34,7 +38,8 @@
 // Barriers (barrier(), in uniform control flow: lavapipe treats subgroup
 // barriers as workgroup ones) separate the phases; six per tile.
 //
-// Shared memory (halves for f16): shQ ROWS(D+8), shKV BC(D+8), shP
+// Shared memory (halves for f16): shQ ROWS(D+8) without QREG, shKV
+// BC(D+8) (with QREG, Q passes through it first: ROWS <= BC), shP
 // ROWS(BC+8), shSO max(BC, D)(ROWS+4) floats, mtile BR(BC+1) floats with
 // MASK (rounded up to 4), 2W floats of row partials and 16 bytes of flag.
 // Row strides and every variable's size are multiples of 16 bytes, as the
@@ -60,7 +65,7 @@ const uint ROWS = BR * HG;               // query rows
 const uint LPR = W / ROWS;               // lanes per row
 const uint NO = (D + LPR - 1) / LPR;     // head dims per lane
 const uint NS = (BC + LPR - 1) / LPR;    // tile columns per lane
-const uint DP = D + 8u;                  // shQ, shKV row stride (halves)
+const uint DP = D + 8u;                  // shKV row stride (halves)
 const uint PP = BC + 8u;                 // shP row stride (halves)
 const uint SS = ROWS + 4u;               // shSO row stride (floats)
 const uint MS = BC + 1u;                 // mtile row stride (floats)
@@ -68,6 +73,7 @@ const uint FM = ROWS / CM_M;             // fragments along the rows
 const uint FS = FM * (BC / CM_N);        // score fragments
 const uint FO = FM * (D / CM_N);         // output fragments
 const uint SOR = BC > D ? BC : D;        // rows of shSO
+const bool QREG = D <= 128u;             // Q fragments in registers
 
 // The cooperative-matrix loads and stores need 16-byte aligned pointers
 // (Vulkan's rule for OpCooperativeMatrixLoadKHR/StoreKHR), but a shared
@@ -77,7 +83,7 @@ const uint SOR = BC > D ? BC : D;        // rows of shSO
 // and a 1-float unmasked `mtile`, the H200's driver placed the fragment
 // arrays 4 bytes off and its fragment loads read wrong addresses
 // (docs/KERNELS.md).
-shared float16_t shQ[ROWS * DP];
+shared float16_t shQ[QREG ? 8u : ROWS * DP];
 shared float16_t shKV[BC * DP];
 shared float16_t shP[ROWS * PP];
 shared float shSO[SOR * SS];
@@ -142,7 +148,19 @@ void main() {
         if (r % BR < qn) {
             x = q_in[(q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d] * qscale;
         }
-        shQ[r * DP + d] = float16_t(x);
+        if (QREG) {
+            shKV[r * DP + d] = float16_t(x);
+        } else {
+            shQ[r * DP + d] = float16_t(x);
+        }
+    }
+    CM_DECL_A(qa, QREG ? D / CM_K : 1u);
+    if (QREG) {
+        barrier(); // Q is staged
+        const uint qmi = sg % FM; // the subgroup's row block, every tile
+        for (uint j = 0u; j < D / CM_K; j++) {
+            CM_LOAD_A(qa[j], shKV, qmi * CM_M * DP + j * CM_K, DP);
+        }
     }
     if (lane == 0u) {
         mlive = 0u;
@@ -158,7 +176,7 @@ void main() {
     uint tile = 0u;
     for (uint t = kb; t < ke; t += BC) {
         tile++;
-        barrier(); // the previous tile's readers of shared memory are done (and shQ is written)
+        barrier(); // the previous tile's readers of shared memory (and Q's) are done
         if (MASK) {
             bool live = false;
             for (uint e = lane; e < BR * BC; e += W) {
@@ -192,12 +210,16 @@ void main() {
             const uint mi = f % FM, nj = f / FM;
             CM_DECL_C(acc, 1);
             CM_ZERO(acc[0]);
-            for (uint kk = 0u; kk < D; kk += CM_K) {
-                CM_DECL_A(a, 1);
+            for (uint j = 0u; j < D / CM_K; j++) {
                 CM_DECL_B(b, 1);
-                CM_LOAD_A(a[0], shQ, mi * CM_M * DP + kk, DP);
-                CM_LOAD_BT(b[0], shKV, nj * CM_N * DP + kk, DP);
-                CM_MULADD(acc[0], a[0], b[0]);
+                CM_LOAD_BT(b[0], shKV, nj * CM_N * DP + j * CM_K, DP);
+                if (QREG) {
+                    CM_MULADD(acc[0], qa[j], b[0]);
+                } else {
+                    CM_DECL_A(a, 1);
+                    CM_LOAD_A(a[0], shQ, mi * CM_M * DP + j * CM_K, DP);
+                    CM_MULADD(acc[0], a[0], b[0]);
+                }
             }
             if (own) {
                 CM_STORE_CT(acc[0], shSO, nj * CM_N * SS + mi * CM_M, SS);

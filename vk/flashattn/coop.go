@@ -63,8 +63,13 @@ func (p CoopPlan) String() string {
 // for a geometry (keep in step with the shader's declarations).
 func coopShared(d, br, heads, bc, lanes int, mask bool) int {
 	rows := br * heads
-	n := rows*(d+8)*2 + bc*(d+8)*2 + rows*(bc+8)*2 // shQ, shKV, shP (f16)
-	n += max(bc, d) * (rows + 4) * 4               // shSO
+	n := bc*(d+8)*2 + rows*(bc+8)*2 // shKV, shP (f16)
+	if coopQReg(d) {
+		n += 16 // shQ's placeholder
+	} else {
+		n += rows * (d + 8) * 2
+	}
+	n += max(bc, d) * (rows + 4) * 4 // shSO
 	if mask {
 		n += (br*(bc+1) + 3) / 4 * 16 // mtile, whole 16-byte units
 	} else {
@@ -73,13 +78,22 @@ func coopShared(d, br, heads, bc, lanes int, mask bool) int {
 	return n + 2*lanes*4 + 16 // redm, reds, mlive4
 }
 
+// coopQReg says whether the kernel keeps Q's fragments in registers
+// (QREG in flash_attn_coopmat.glsl): for head dims up to 128; wider ones
+// would spill on RDNA3.
+func coopQReg(headDim int) bool { return headDim <= 128 }
+
 // CoopMinQueries is the least batch the cooperative-matrix kernel runs:
 // below it the scalar kernel's narrower tiles waste less.
 const CoopMinQueries = 16
 
-// coopBcs are the tile widths tried, widest first: the widest whose
-// shared memory fits the device.
-var coopBcs = []int{64, 32, 16}
+// coopBcs are the tile widths tried, in order: the first whose shared
+// memory fits the device. 32 keys before 64: the kernel is bound by
+// latency, not by K/V traffic, and a smaller tile leaves room for more
+// workgroups on a compute unit. On the H200 (Llama-3-8B's attention, 512
+// queries at depth 8192, docs/BENCHMARKS.md) 32 keys ran at 34.5 TFLOP/s
+// and 64 at 27.9.
+var coopBcs = []int{32, 64, 16}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
 // saying why Record runs the scalar kernel instead: the kernel is off
@@ -119,19 +133,16 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		return p, fmt.Errorf("flashattn: %s has no f16 arithmetic", f.info.Name)
 	}
 	p.Br = s.M * ((CoopMinQueries + s.M - 1) / s.M)
+	// One q-head a workgroup: sharing the K/V tiles among a GQA group's
+	// heads (2 a workgroup) measured slower on the H200 (29.8 TFLOP/s
+	// against 34.5 at 32 keys), for the same reason.
+	group := sh.Heads / sh.KVHeads
+	heads := []int{1}
 	if h := f.coopHeads; h > 0 {
-		if (sh.Heads/sh.KVHeads)%h != 0 {
-			return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, sh.Heads/sh.KVHeads)
+		if group%h != 0 {
+			return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, group)
 		}
-		p.Heads = h
-	}
-	// Four subgroups, or more until every row has whole lanes.
-	p.Subgroups = 4
-	for p.Lanes() < p.Rows() || p.Lanes()%p.Rows() != 0 {
-		p.Subgroups *= 2
-	}
-	if p.Lanes() > f.info.MaxWorkgroupInvocations {
-		return p, fmt.Errorf("flashattn: %d lanes exceed the device's workgroup of %d", p.Lanes(), f.info.MaxWorkgroupInvocations)
+		heads = []int{h}
 	}
 	bcs := coopBcs
 	if f.coopBc > 0 {
@@ -141,13 +152,32 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		if bc%s.N != 0 || bc%s.K != 0 {
 			continue
 		}
-		n := coopShared(sh.HeadDim, p.Br, p.Heads, bc, p.Lanes(), sh.Mask)
-		if n <= f.info.SharedMemory {
-			p.Bc, p.SharedBytes = bc, n
-			return p, nil
+		for _, h := range heads {
+			if group%h != 0 {
+				continue
+			}
+			q := p
+			q.Heads, q.Bc = h, bc
+			if coopQReg(sh.HeadDim) && q.Rows() > bc { // Q passes through the K/V tile
+				continue
+			}
+			// Four subgroups, or more until every row has whole lanes
+			// and the subgroups split evenly over the row blocks (each
+			// keeps one block's Q fragments).
+			q.Subgroups = 4
+			for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
+				q.Subgroups *= 2
+			}
+			if q.Lanes() > f.info.MaxWorkgroupInvocations {
+				continue
+			}
+			q.SharedBytes = coopShared(sh.HeadDim, q.Br, h, bc, q.Lanes(), sh.Mask)
+			if q.SharedBytes <= f.info.SharedMemory {
+				return q, nil
+			}
 		}
 	}
-	return p, fmt.Errorf("flashattn: no tile of %v keys fits the device's %d bytes of shared memory at head dim %d", bcs, f.info.SharedMemory, sh.HeadDim)
+	return p, fmt.Errorf("flashattn: no tile of %v keys and %v q-heads fits the device's %d bytes of shared memory and %d invocations at head dim %d", bcs, heads, f.info.SharedMemory, f.info.MaxWorkgroupInvocations, sh.HeadDim)
 }
 
 // coopEmuSubgroup is the emulation's virtual subgroup: lavapipe's 8-wide

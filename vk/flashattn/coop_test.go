@@ -55,7 +55,8 @@ const coopTolerance = 4e-3
 // cache's end; GQA groups of 1, 4 and 8 over one to three KV heads; head
 // dims 64, 80, 96 and 128; with and without a mask (maskFor: a fully
 // masked tile of keys 32..63, and a fully masked query row); scores that
-// keep passing the running max; two q-heads per workgroup; tiles of 16;
+// keep passing the running max; one, two and four q-heads per workgroup
+// (the policy takes as many as fit); tiles of 16;
 // sliding windows over rings that have wrapped (of exactly window+queries-1
 // rows, and looser) and over a cache of every position.
 var coopCases = []coopCase{
@@ -69,6 +70,8 @@ var coopCases = []coopCase{
 	{inputs: inputs{dim: 96, gqa: 8, kvHeads: 2, kv: 70, queries: 31, mask: true}},
 	{inputs: inputs{dim: 64, gqa: 2, kvHeads: 3, kv: 90, queries: 16, past: 10}},
 	{inputs: inputs{dim: 64, gqa: 8, kvHeads: 1, kv: 200, queries: 31, mask: true}, hg: 2},
+	{inputs: inputs{dim: 32, gqa: 4, kvHeads: 2, kv: 150, queries: 33, past: 5}, hg: 4},
+	{inputs: inputs{dim: 128, gqa: 4, kvHeads: 1, kv: 90, queries: 17, mask: true}, hg: 1},
 	{inputs: inputs{dim: 64, gqa: 1, kvHeads: 1, kv: 255, queries: 31, mask: true}, bc: 16},
 	{inputs: inputs{dim: 128, gqa: 4, kvHeads: 1, kv: 129, queries: 100, mask: true}, bc: 16},
 	{inputs: inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 30, queries: 16, past: 77, window: 15}},
