@@ -44,7 +44,9 @@ layout(constant_id = 5) const uint UNROLL = 1; // consecutive slices per lane pe
 layout(constant_id = 6) const bool RESID = false;
 
 
+#ifndef STACK
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
+#endif
 layout(binding = 1) readonly buffer Wts { uint W[]; };
 // The same bytes as 16-byte words (the Go side checks the binding offset is
 // a multiple of 16).
@@ -59,6 +61,7 @@ layout(binding = 2) readonly buffer XD { float xd[]; };
 #else
 layout(binding = 2) readonly buffer X { vec4 x4[]; };
 #endif
+#ifndef STACK
 layout(binding = 3) readonly buffer R { float res[]; };
 
 layout(push_constant) uniform Push {
@@ -67,6 +70,13 @@ layout(push_constant) uniform Push {
     uint rowBytes; // bytes per row of W
     uint groups;   // workgroups doing work: ceil(M / ROWS)
 } pc;
+
+// ROW_BASE(r) is the byte offset in W of the workgroup's row r; rows past
+// M are clamped rather than skipped (their sums are never written): the
+// loop stays branch-free, so the compiler can issue every row's loads
+// before using any.
+#define ROW_BASE(r) (min(row0 + (r), pc.M - 1u) * pc.rowBytes)
+#endif
 
 #include "dequant.glsl"
 
@@ -148,13 +158,24 @@ void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float
 #define RED_N (ROWS * NCOLS)
 #include "reduce.glsl"
 
+#ifdef STACK
+// The stacked variant's bindings, push constants, row map and epilogue.
+#include "matvec_stack.glsl"
+#endif
+
 void main() {
     // The grid may be folded into 2D to stay under the 65535 limit per dimension.
     uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+#ifdef STACK
+    if (!stack_rows(group)) {
+        return; // whole workgroup: barriers below stay uniform
+    }
+#else
     if (group >= pc.groups) {
         return; // whole workgroup: barriers below stay uniform
     }
     uint row0 = group * ROWS;
+#endif
     uint slices = QFLOAT ? (pc.K + 31u) / 32u : pc.K / QK * SPB;
 
     for (uint i = 0u; i < RED_N; i++) {
@@ -229,18 +250,14 @@ void main() {
             }
 #endif
             for (uint r = 0u; r < ROWS; r++) {
-                // Rows past M are clamped rather than skipped (their sums
-                // are never written): the loop stays branch-free, so the
-                // compiler can issue every row's loads before using any.
-                uint row = min(row0 + r, pc.M - 1u);
 #ifdef Q8X
                 uint q[8];
                 float A[4], C[4];
-                dq_fields(row * pc.rowBytes + boff, s, q, A, C);
+                dq_fields(ROW_BASE(r) + boff, s, q, A, C);
 #else
                 vec4 q[8];
                 float A[4], C[4];
-                dq_slice(row * pc.rowBytes + boff, s, lim, q, A, C);
+                dq_slice(ROW_BASE(r) + boff, s, lim, q, A, C);
 #endif
                 for (uint n = 0u; n < NCOLS; n++) {
                     float acc = 0.0;
@@ -266,6 +283,11 @@ void main() {
     }
 
     wg_reduce(false);
+#ifdef STACK
+    if (gl_LocalInvocationID.x == 0u) {
+        stack_epilogue();
+    }
+#else
     if (gl_LocalInvocationID.x == 0u) {
         for (uint r = 0u; r < ROWS; r++) {
             if (row0 + r < pc.M) {
@@ -276,4 +298,5 @@ void main() {
             }
         }
     }
+#endif
 }

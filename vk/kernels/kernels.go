@@ -170,6 +170,11 @@ type Kernels struct {
 	// cannot allocate) allocate nothing.
 	dummyMu        sync.Mutex
 	dummy, dummyIn *vk.Buffer
+	// counts holds zeroed counters (MatVecStack's q8 blocks), taken by
+	// recordings from the last block (countsUsed words of it are taken);
+	// dummyMu guards them too.
+	counts     []*vk.Buffer
+	countsUsed int
 
 	// MatVec and Tile are the shapes MatMul uses; callers (a tuning sweep)
 	// may change them between recordings.
@@ -275,7 +280,7 @@ func (k *Kernels) UseQ8(t quant.Type) bool { return k.Q8 && HasQ8(t) }
 // Close frees what the recordings allocated. Pipelines belong to the
 // device.
 func (k *Kernels) Close() {
-	for _, b := range []*vk.Buffer{k.dummy, k.dummyIn} {
+	for _, b := range append([]*vk.Buffer{k.dummy, k.dummyIn}, k.counts...) {
 		if b != nil {
 			b.Free()
 		}
