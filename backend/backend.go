@@ -77,7 +77,8 @@ type Ops interface {
 	RoPE(x Tensor, p RoPE)
 	// StoreKV writes k and v (N × KVHeads*HeadDim) into the layer's cache at
 	// pos..pos+N-1, k rotated by rope first where rope is not nil (a backend
-	// may fuse the two; k's own contents are unspecified afterwards).
+	// may fuse the two, or the store with the products that made k and v;
+	// k's and v's own contents are unspecified afterwards).
 	StoreKV(layer int, k, v Tensor, rope *RoPE)
 	// Attend computes causal attention of q (N × Heads*HeadDim) over the layer's
 	// cache positions 0..pos+i for row i, writing N × Heads*HeadDim to dst.
@@ -87,10 +88,13 @@ type Ops interface {
 	// replaced by its RMS norm, run / sqrt(mean(run²) + eps), times w
 	// (headDim values). Qwen3 and Gemma 3 apply it to Q and K before RoPE.
 	HeadNorm(x, w Tensor, headDim int, eps float32)
-	// SwiGLU sets dst = silu(gate) * up. dst may be gate.
+	// SwiGLU sets dst = silu(gate) * up. dst may be gate. up's contents are
+	// unspecified afterwards (a backend may fuse the op with the products
+	// that made gate and up, and never write up).
 	SwiGLU(dst, gate, up Tensor)
 	// GeGLU sets dst = gelu(gate) * up with ggml_gelu's tanh form,
-	// gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). dst may be gate.
+	// gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). dst may be
+	// gate; up's contents are unspecified afterwards, as for SwiGLU.
 	GeGLU(dst, gate, up Tensor)
 	// Scale multiplies x by s in place.
 	Scale(x Tensor, s float32)

@@ -34,16 +34,21 @@ func chunkSize(i vk.DeviceInfo) int64 {
 	return c
 }
 
-// upload copies data into the arena and returns its binding.
-func (a *arena) upload(data []byte) (vk.Binding, error) {
+// upload copies data into the arena and returns its binding. keep is how
+// many bytes should still fit after it in the same chunk (see stackRoom):
+// a new chunk starts where they would not, unless no chunk can hold them.
+func (a *arena) upload(data []byte, keep int64) (vk.Binding, error) {
 	size := (int64(len(data)) + 3) &^ 3 // bindings are whole 32-bit words
 	if size > a.chunk {
 		return vk.Binding{}, fmt.Errorf("vulkan: a tensor of %s exceeds the device's largest allocation or binding (%s)", bytes(uint64(size)), bytes(uint64(a.chunk)))
 	}
+	if size+keep > a.chunk {
+		keep = 0
+	}
 	off := (a.used + align - 1) &^ (align - 1)
-	if len(a.chunks) == 0 || off+size > a.chunks[len(a.chunks)-1].Size() {
+	if len(a.chunks) == 0 || off+size+keep > a.chunks[len(a.chunks)-1].Size() {
 		// The last chunk only needs room for what is left, plus alignment.
-		b, err := a.dev.NewBuffer(min(a.chunk, max(size, a.left+a.left/64+1<<20)), false)
+		b, err := a.dev.NewBuffer(min(a.chunk, max(size+keep, a.left+a.left/64+1<<20)), false)
 		if err != nil {
 			return vk.Binding{}, fmt.Errorf("vulkan: weight memory: %w", err)
 		}

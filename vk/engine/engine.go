@@ -6,6 +6,8 @@ package engine
 import (
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/coopmat"
@@ -43,6 +45,10 @@ type Options struct {
 	// Warn receives one-line warnings: a tuning profile's attention
 	// choices that do not fit the model. Nil discards them.
 	Warn io.Writer
+	// Unfuse turns decode fusions off (all are on by default), to
+	// measure what each is worth; the environment variable
+	// VKINFER_UNFUSE (ParseFusions' names) adds to it.
+	Unfuse Fusion
 }
 
 // Engine is the Vulkan backend.
@@ -66,6 +72,13 @@ type Engine struct {
 
 // New builds the backend on an open device.
 func New(dev *vk.Device, o Options) (*Engine, error) {
+	if env := os.Getenv("VKINFER_UNFUSE"); env != "" {
+		f, err := ParseFusions(env)
+		if err != nil {
+			return nil, fmt.Errorf("VKINFER_UNFUSE: %w", err)
+		}
+		o.Unfuse |= f
+	}
 	k := kernels.New(dev)
 	o.Tune.ApplyKernels(k)
 	if o.IntDot != nil {
@@ -222,7 +235,7 @@ func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) 
 	if _, err := backend.CheckWeight(name, t, rows, cols, data); err != nil {
 		return nil, err
 	}
-	b, err := e.weights.upload(data)
+	b, err := e.weights.upload(data, stackRoom(name, int64(len(data))))
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", name, err)
 	}
@@ -322,4 +335,26 @@ func bytes(n uint64) string {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
+
+// stackRoom is the room a weight should leave after itself in its arena
+// chunk: the first weight of a product stack (attn_q, or the q rows of a
+// fused attn_qkv; ffn_gate, or the gate rows of a fused ffn_up) is placed
+// where the products that follow it fit too (k and v have at most q's rows,
+// up gate's), so that the stacked product can address them through one
+// binding (kernels.MatVecStack; a stack that would cross a chunk records
+// its products apart).
+func stackRoom(name string, size int64) int64 {
+	switch {
+	case strings.HasSuffix(name, ".attn_q.weight") || strings.Contains(name, ".attn_qkv.weight[rows 0:"):
+		return 2 * (size + align)
+	case strings.HasSuffix(name, ".ffn_gate.weight") || strings.Contains(name, ".ffn_up.weight[rows 0:"):
+		return size + align
+	}
+	return 0
+}
+
+// fuser returns the decode fusions' gatherer for programs of n tokens.
+func (e *Engine) fuser(n int, sameBuffer func(a, b *tensor) bool) fuser {
+	return fuser{k: e.k, on: (FuseStack | FuseRoPE | FuseGLU) &^ e.o.Unfuse, n: n, sameBuffer: sameBuffer}
 }

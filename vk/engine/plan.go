@@ -88,7 +88,9 @@ func (pl *Plan) Record(n int, build func(backend.Ops)) (backend.Program, error) 
 		kind = "decode"
 	}
 	o := &planOps{pl: pl, n: n, kind: kind, q8: map[*tensor]bool{}}
+	o.fz = pl.e.fuser(n, func(a, b *tensor) bool { return true })
 	build(o)
+	o.flush()
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -116,7 +118,9 @@ type planOps struct {
 	// holds their current values (program.q8).
 	q8   map[*tensor]bool
 	prod *tensor // program.prod
-	err  error
+	fz   fuser   // program.fz; a plan's weights have no buffers, and the
+	// arena keeps a stack's in one (Engine.Weight)
+	err error
 }
 
 func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
@@ -154,12 +158,14 @@ func (o *planOps) Tensor(rows, cols int) backend.Tensor {
 }
 
 func (o *planOps) Embed(dst, table backend.Tensor) {
+	o.flush()
 	w := act(table)
 	o.add("embed "+w.typ.String(), 0, o.pl.e.k.EmbedSpec(w.typ))
 	o.wrote(act(dst))
 }
 
 func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
+	o.flush()
 	d := act(dst)
 	q8 := o.q8Out(d)
 	op := fmt.Sprintf("rms_norm %d", d.cols)
@@ -174,6 +180,7 @@ func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 }
 
 func (o *planOps) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
+	o.flush()
 	d := act(dst)
 	o.add(fmt.Sprintf("rms_norm_add %d", d.cols), 0, o.pl.e.k.RMSNormAddSpec(d.cols))
 	o.wrote(d)
@@ -181,6 +188,18 @@ func (o *planOps) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
 
 func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
+	if o.fz.product(d, m, a) {
+		return
+	}
+	o.flush()
+	if o.fz.product(d, m, a) {
+		return
+	}
+	o.matMul(d, m, a)
+}
+
+// matMul is program.matMul.
+func (o *planOps) matMul(d, m, a *tensor) {
 	k := o.pl.e.k
 	switch {
 	case k.UseCoop(m.typ, a.rows, a.cols):
@@ -198,6 +217,7 @@ func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 }
 
 func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
+	o.flush()
 	d, m, a := act(dst), act(w), act(x)
 	k := o.pl.e.k
 	switch {
@@ -239,11 +259,16 @@ func (o *planOps) productQ8(d, m, a *tensor, residual bool) {
 
 func (o *planOps) AddBias(x, b backend.Tensor) {
 	t := act(x)
+	if o.fz.bias(t, act(b)) {
+		return
+	}
+	o.flush()
 	o.add(fmt.Sprintf("add_bias %d", t.cols), 0, o.pl.e.k.AddSpec())
 	o.wrote(t)
 }
 
 func (o *planOps) Add(dst, a, b backend.Tensor) {
+	o.flush()
 	d := act(dst)
 	o.add(fmt.Sprintf("add %d", d.cols), 0, o.pl.e.k.AddSpec())
 	o.wrote(d)
@@ -262,6 +287,10 @@ func rope(heads int, r kernels.RoPE) string {
 }
 
 func (o *planOps) RoPE(x backend.Tensor, r backend.RoPE) {
+	if o.fz.rope(act(x), r) {
+		return
+	}
+	o.flush()
 	kr, _ := kernelRoPE(r)
 	o.add("rope "+rope(r.Heads, kr), 0, o.pl.e.k.RopeSpec(kr))
 	o.wrote(act(x))
@@ -272,6 +301,10 @@ func (o *planOps) StoreKV(layer int, k, v backend.Tensor, r *backend.RoPE) {
 		o.fail(fmt.Errorf("store_kv: layer %d of %d", layer, o.pl.cache.Layers))
 		return
 	}
+	if o.fz.storeKV(layer, act(k), act(v), r) {
+		return
+	}
+	o.flush()
 	ks := o.pl.e.k
 	if r == nil {
 		o.add("kv_store k", 0, ks.StoreKVSpec(nil))
@@ -283,6 +316,7 @@ func (o *planOps) StoreKV(layer int, k, v backend.Tensor, r *backend.RoPE) {
 }
 
 func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
+	o.flush()
 	c, e := o.pl.cache, o.pl.e
 	if layer < 0 || layer >= c.Layers {
 		o.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
@@ -350,6 +384,10 @@ func (o *planOps) SwiGLU(dst, gate, up backend.Tensor) { o.gated(kernels.SwiGLU,
 // gated is program.gated.
 func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 	d, a, u := act(dst), act(gate), act(up)
+	if o.fz.gated(g, d, a, u, o.q8Out(d)) {
+		return
+	}
+	o.flush()
 	q8 := o.q8Out(d) && q8Able(a) && q8Able(u)
 	o.wrote(d)
 	if q8 {
@@ -361,6 +399,7 @@ func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 }
 
 func (o *planOps) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
+	o.flush()
 	t := act(x)
 	if err := checkHeadNorm(t, act(w), headDim); err != nil {
 		o.fail(err)
@@ -373,11 +412,13 @@ func (o *planOps) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
 func (o *planOps) GeGLU(dst, gate, up backend.Tensor) { o.gated(kernels.GeGLU, dst, gate, up) }
 
 func (o *planOps) Scale(x backend.Tensor, s float32) {
+	o.flush()
 	o.add("scale", 0, o.pl.e.k.ScaleSpec())
 	o.wrote(act(x))
 }
 
 func (o *planOps) CopyRows(dst, x backend.Tensor, first int) {
+	o.flush()
 	d := act(dst)
 	o.add(fmt.Sprintf("copy_rows %d", d.cols), 0, o.pl.e.k.CopyRowsSpec())
 	o.wrote(d)
@@ -389,4 +430,68 @@ func (o *planOps) fail(err error) {
 	if o.err == nil {
 		o.err = fmt.Errorf("vulkan: %w", err)
 	}
+}
+
+// flush is program.flush.
+func (o *planOps) flush() {
+	k := o.pl.e.k
+	for _, fu := range o.fz.take() {
+		if fu.plain() {
+			o.matMul(fu.mats[0].dst, fu.mats[0].w, fu.x)
+			continue
+		}
+		if fu.q8 && !o.q8[fu.x] {
+			o.add(fmt.Sprintf("quantize_q8 %d", fu.x.cols), 0, k.QuantizeQ8Spec())
+			o.q8[fu.x] = true
+		}
+		st := fu.stack(o.n, 0, vk.Binding{}, vk.Binding{})
+		o.add(stackOp(k, fu, st), 0, k.StackSpec(st))
+		for j, m := range fu.mats {
+			if m.cache == 0 && (fu.gated == nil || j == 0) {
+				o.wrote(m.dst)
+			}
+		}
+		if fu.gated != nil {
+			o.wrote(fu.gdst)
+			if fu.gq8 {
+				o.q8[fu.gdst] = true
+			}
+		}
+	}
+}
+
+// stackOp names a stacked product by its matrices, shape and epilogues,
+// such as "matvec_stack_q8 4096+1024+1024x4096 q4_K 32l2r1u +rope+kv".
+func stackOp(k *kernels.Kernels, fu *fusion, st *kernels.Stack) string {
+	name := "matvec_stack"
+	if st.Q8 {
+		name += "_q8"
+	}
+	rows := ""
+	for j, m := range fu.mats {
+		if j > 0 {
+			rows += "+"
+		}
+		rows += fmt.Sprint(m.w.rows)
+	}
+	op := fmt.Sprintf("%s %sx%d %s %s", name, rows, st.K, st.Type, k.StackShape(st))
+	for _, m := range fu.mats {
+		if m.bias != nil {
+			op += " +bias"
+			break
+		}
+	}
+	if fu.rope != nil {
+		op += " +rope"
+	}
+	if fu.caches() {
+		op += " +kv"
+	}
+	if fu.gated != nil {
+		op += fmt.Sprintf(" +%s", *fu.gated)
+		if fu.gq8 {
+			op += "+q8"
+		}
+	}
+	return op
 }

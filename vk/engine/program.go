@@ -53,6 +53,9 @@ type program struct {
 	// read and written are the buffers the dispatches since the last
 	// barrier read and wrote (see op).
 	read, written map[*vk.Buffer]bool
+	// fz gathers decode's fused products (fuse.go); every op it does not
+	// take records what it holds first (flush).
+	fz fuser
 }
 
 // actCopy is an activation rounded to 8 bits or to f16.
@@ -64,6 +67,7 @@ type actCopy struct {
 func newProgram(e *Engine, n int) (*program, error) {
 	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
 		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{}}
+	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
 		p.Close()
@@ -142,6 +146,7 @@ func (p *program) Tensor(rows, cols int) backend.Tensor {
 }
 
 func (p *program) Embed(dst, table backend.Tensor) {
+	p.flush()
 	d, w := act(dst), act(table)
 	p.vocab = w.rows
 	p.op(bindings(w.b, whole(p.tokens)), bindings(d.b), func() error {
@@ -150,6 +155,7 @@ func (p *program) Embed(dst, table backend.Tensor) {
 }
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
+	p.flush()
 	d, a, g := act(dst), act(x), act(w)
 	if c := p.q8Out(d); c != nil {
 		// The result feeds products, which will want it in 8 bits; the
@@ -169,6 +175,7 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 // its result is the residual stream, which the next norm reads, not a
 // product. op marks dst's copies stale like any write.
 func (p *program) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
+	p.flush()
 	d, a, g, res := act(dst), act(x), act(w), act(r)
 	if res.rows != a.rows || res.cols != a.cols || d.rows != a.rows || d.cols != a.cols {
 		p.fail(fmt.Errorf("rms_norm_add: dst %dx%d, x %dx%d, residual %dx%d", d.rows, d.cols, a.rows, a.cols, res.rows, res.cols))
@@ -181,6 +188,18 @@ func (p *program) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
+	if p.fz.product(d, m, a) {
+		return
+	}
+	p.flush()
+	if p.fz.product(d, m, a) { // the first of a new fusion
+		return
+	}
+	p.matMul(d, m, a)
+}
+
+// matMul records dst = w·x on its own.
+func (p *program) matMul(d, m, a *tensor) {
 	if p.e.k.UseCoop(m.typ, a.rows, a.cols) {
 		p.productCoop(d, m, a)
 		return
@@ -195,6 +214,7 @@ func (p *program) MatMul(dst, w, x backend.Tensor) {
 }
 
 func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
+	p.flush()
 	d, m, a, res := act(dst), act(w), act(x), act(r)
 	if a.rows > kernels.MaxMatVecCols {
 		// The tiled kernel has no residual input: a product into a scratch
@@ -303,12 +323,17 @@ func (p *program) productQ8(d, m, a, r *tensor) {
 
 func (p *program) AddBias(x, b backend.Tensor) {
 	t, c := act(x), act(b)
+	if p.fz.bias(t, c) {
+		return
+	}
+	p.flush()
 	p.op(bindings(t.b, c.b), bindings(t.b), func() error {
 		return p.e.k.AddBias(p.seq, t.b, t.b, c.b, t.rows, t.cols)
 	})
 }
 
 func (p *program) Add(dst, a, b backend.Tensor) {
+	p.flush()
 	d, x, y := act(dst), act(a), act(b)
 	p.op(bindings(x.b, y.b), bindings(d.b), func() error {
 		return p.e.k.Add(p.seq, d.b, x.b, y.b, d.rows*d.cols)
@@ -317,6 +342,10 @@ func (p *program) Add(dst, a, b backend.Tensor) {
 
 func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	t := act(x)
+	if p.fz.rope(t, r) {
+		return
+	}
+	p.flush()
 	kr, reads := kernelRoPE(r)
 	p.op(append(reads, t.b, whole(p.step)), bindings(t.b), func() error {
 		return p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr)
@@ -341,6 +370,10 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 		p.fail(fmt.Errorf("store_kv: layer %d of %d", layer, c.Layers))
 		return
 	}
+	if p.fz.storeKV(layer, act(k), act(v), rope) {
+		return
+	}
+	p.flush()
 	var kr *kernels.RoPE
 	var ropeReads []vk.Binding
 	if rope != nil {
@@ -360,6 +393,7 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 }
 
 func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
+	p.flush()
 	c := p.e.cache
 	if layer < 0 || layer >= c.Layers {
 		p.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
@@ -429,6 +463,10 @@ func (p *program) SwiGLU(dst, gate, up backend.Tensor) { p.gated(kernels.SwiGLU,
 // gated records dst = act(gate) * up, the gated FFN activation g.
 func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 	d, a, u := act(dst), act(gate), act(up)
+	if p.fz.gated(g, d, a, u, p.q8Out(d) != nil) {
+		return
+	}
+	p.flush()
 	if c := p.q8Out(d); c != nil && q8Able(a) && q8Able(u) {
 		// The result feeds the down projection, in 8 bits.
 		p.op(bindings(a.b, u.b), bindings(d.b, c.b), func() error {
@@ -445,6 +483,7 @@ func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 // HeadNorm is kernels.HeadNorm: the norm kernel over the (rows*heads) x
 // headDim view of x.
 func (p *program) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
+	p.flush()
 	t, g := act(x), act(w)
 	if err := checkHeadNorm(t, g, headDim); err != nil {
 		p.fail(err)
@@ -468,6 +507,7 @@ func checkHeadNorm(x, w *tensor, headDim int) error {
 func (p *program) GeGLU(dst, gate, up backend.Tensor) { p.gated(kernels.GeGLU, dst, gate, up) }
 
 func (p *program) Scale(x backend.Tensor, s float32) {
+	p.flush()
 	t := act(x)
 	p.op(bindings(t.b), bindings(t.b), func() error {
 		return p.e.k.Scale(p.seq, t.b, t.b, t.rows*t.cols, s)
@@ -475,6 +515,7 @@ func (p *program) Scale(x backend.Tensor, s float32) {
 }
 
 func (p *program) CopyRows(dst, x backend.Tensor, first int) {
+	p.flush()
 	d, s := act(dst), act(x)
 	if first < 0 || first+d.rows > s.rows || d.cols != s.cols {
 		p.fail(fmt.Errorf("copy_rows: %d rows from %d of %d", d.rows, first, s.rows))
@@ -497,6 +538,7 @@ func (p *program) Output(t backend.Tensor) {
 // finish copies the outputs into one host-visible buffer at the end of the
 // sequence, so a run reads them with a memcpy and no second submission.
 func (p *program) finish() error {
+	p.flush()
 	if p.err != nil {
 		return p.err
 	}
@@ -566,4 +608,65 @@ func (p *program) Close() {
 		b.Free()
 	}
 	p.owned = nil
+}
+
+// flush records the pending fusions.
+func (p *program) flush() {
+	for _, fu := range p.fz.take() {
+		p.recordFusion(fu)
+	}
+}
+
+// recordFusion records fu: one stacked dispatch, or the plain product
+// where fu is one product with nothing to finish.
+func (p *program) recordFusion(fu *fusion) {
+	if fu.plain() {
+		p.matMul(fu.mats[0].dst, fu.mats[0].w, fu.x)
+		return
+	}
+	var kc, vc vk.Binding
+	slots := 0
+	if fu.caches() {
+		kc, vc, slots = whole(p.e.kc[fu.layer]), whole(p.e.vc[fu.layer]), p.e.cache.Slots(fu.layer)
+	}
+	st := fu.stack(p.n, slots, kc, vc)
+	st.X = fu.x.b
+	if fu.q8 {
+		c := p.q8Copy(fu.x)
+		if c == nil {
+			return
+		}
+		p.refresh(c, fu.x, p.e.k.QuantizeQ8)
+		st.X = c.b
+	}
+	reads, writes := bindings(st.X), []vk.Binding(nil)
+	for j, m := range st.Mats {
+		reads = append(reads, m.W)
+		if m.Bias != nil {
+			reads = append(reads, *m.Bias)
+		}
+		if st.Gated == nil || j == 0 {
+			writes = append(writes, m.Out)
+		}
+	}
+	if st.Rope.Factors != nil {
+		reads = append(reads, *st.Rope.Factors)
+	}
+	if fu.rope != nil || fu.caches() {
+		st.Step = whole(p.step)
+		reads = append(reads, st.Step)
+	}
+	var q8 *actCopy
+	if fu.gq8 {
+		if q8 = p.q8Out(fu.gdst); q8 == nil {
+			p.fail(fmt.Errorf("matvec_stack: no 8-bit copy for the gated activation"))
+			return
+		}
+		st.GatedQ8 = &q8.b
+		writes = append(writes, q8.b)
+	}
+	p.op(reads, writes, func() error { return p.e.k.MatVecStack(p.seq, *st) })
+	if q8 != nil {
+		q8.fresh = true
+	}
 }

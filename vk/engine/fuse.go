@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// Fusion names decode fusions (docs/KERNELS.md, "decode fusions") that
+// Options.Unfuse turns off, so that each can be measured against the
+// unfused ops.
+type Fusion uint8
+
+const (
+	// FuseStack: matrix-vector products of one activation with weights of
+	// one type (q, k and v; gate and up) in one dispatch
+	// (kernels.MatVecStack).
+	FuseStack Fusion = 1 << iota
+	// FuseRoPE: biases, RoPE and the KV-cache stores in that dispatch's
+	// epilogue instead of dispatches of their own (needs FuseStack).
+	FuseRoPE
+	// FuseGLU: the gated activation of gate and up, with its 8-bit copy,
+	// in their stacked dispatch (needs FuseStack).
+	FuseGLU
+)
+
+var fusionNames = []struct {
+	f    Fusion
+	name string
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}}
+
+// ParseFusions reads a comma-separated list of fusion names (stack, rope,
+// glu; "all" for every one; "" for none).
+func ParseFusions(s string) (Fusion, error) {
+	var f Fusion
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if name == "all" {
+			f |= FuseStack | FuseRoPE | FuseGLU
+			continue
+		}
+		found := false
+		for _, n := range fusionNames {
+			if n.name == name {
+				f, found = f|n.f, true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu or all)", name)
+		}
+	}
+	return f, nil
+}
+
+func (f Fusion) String() string {
+	var names []string
+	for _, n := range fusionNames {
+		if f&n.f != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// fusion is a stacked product being gathered: products of activation x
+// with weights of one type, and what the ops after them (biases, RoPE, the
+// KV stores, the gated activation) asked of their results. Ops are
+// recorded in order, so a fusion only takes what follows its products
+// directly; any other op records the pending fusions first (flush).
+type fusion struct {
+	x     *tensor
+	q8    bool // x in 8 bits (kernels.UseQ8 of the weights)
+	mats  []fusedMat
+	rope  *backend.RoPE // the rotation of the mats with rope
+	layer int           // the cache layer of the mats with cache
+	gated *kernels.GLU  // mats are gate and up, dst gets act(gate)*up
+	gdst  *tensor       // the gated activation's destination
+	gq8   bool          // and its 8-bit copy
+}
+
+type fusedMat struct {
+	w, dst, bias *tensor
+	rope         bool
+	cache        int // 0, or where the rows go instead of dst: cacheK or cacheV
+}
+
+const (
+	cacheK = 1 + iota
+	cacheV
+)
+
+// fuser gathers decode's fusions; program and planOps share it, so that
+// a plan decides as the engine does.
+type fuser struct {
+	k       *kernels.Kernels
+	on      Fusion
+	n       int
+	pending []*fusion
+	// sameBuffer says whether two weights lie in one buffer (program:
+	// the arena keeps a layer's weights together, see Engine.Weight; a
+	// plan has no buffers and assumes so).
+	sameBuffer func(a, b *tensor) bool
+}
+
+// product takes dst = w·x into a pending fusion, or says it cannot.
+func (f *fuser) product(d, m, a *tensor) bool {
+	if f.on&FuseStack == 0 || a.rows > kernels.MaxMatVecCols || f.k.UseCoop(m.typ, a.rows, a.cols) || !isWeightType(m) {
+		return false
+	}
+	q8 := f.k.UseQ8(m.typ)
+	if q8 && !q8Able(a) {
+		return false
+	}
+	for _, fu := range f.pending {
+		w := fu.mats[0].w
+		if fu.x == a && w.typ == m.typ && w.cols == m.cols && fu.q8 == q8 && len(fu.mats) < kernels.MaxStack &&
+			fu.gated == nil && f.sameBuffer(w, m) {
+			fu.mats = append(fu.mats, fusedMat{w: m, dst: d})
+			return true
+		}
+	}
+	// Another type over the same activations (Q4_K_M's Q6_K v) starts a
+	// second fusion beside the first: the ops after them may still attach
+	// to either. Anything else ends what is pending.
+	if len(f.pending) > 0 && f.pending[0].x != a {
+		return false
+	}
+	f.pending = append(f.pending, &fusion{x: a, q8: q8, mats: []fusedMat{{w: m, dst: d}}})
+	return true
+}
+
+func isWeightType(m *tensor) bool {
+	for _, t := range kernels.WeightTypes {
+		if t == m.typ {
+			return true
+		}
+	}
+	return false
+}
+
+// find returns the pending fusion and matrix whose result is t.
+func (f *fuser) find(t *tensor) (*fusion, *fusedMat) {
+	for _, fu := range f.pending {
+		for i := range fu.mats {
+			if fu.mats[i].dst == t {
+				return fu, &fu.mats[i]
+			}
+		}
+	}
+	return nil, nil
+}
+
+// bias takes x += b where x is a pending product's result.
+func (f *fuser) bias(x, b *tensor) bool {
+	fu, m := f.find(x)
+	if f.on&FuseRoPE == 0 || m == nil || m.bias != nil || m.rope || m.cache != 0 || fu.gated != nil ||
+		b.rows*b.cols != x.cols || b.typ != x.typ {
+		return false
+	}
+	m.bias = b
+	return true
+}
+
+// ropeFits says whether the stack kernel can rotate a matrix of rows rows
+// by r alongside fu's other rotations.
+func (f *fuser) ropeFits(fu *fusion, rows int, r backend.RoPE) bool {
+	if r.HeadDim <= 0 || rows%r.HeadDim != 0 || r.Dims%2 != 0 || r.Dims < 2 || r.Dims > r.HeadDim || (r.NeoX && r.Dims%4 != 0) {
+		return false
+	}
+	if fu.rope == nil {
+		return true
+	}
+	o := *fu.rope
+	return o.HeadDim == r.HeadDim && o.Dims == r.Dims && o.NeoX == r.NeoX && o.Base == r.Base && o.Scale == r.Scale && o.Factors == r.Factors
+}
+
+// rope takes the rotation of x in place where x is a pending result.
+func (f *fuser) rope(x *tensor, r backend.RoPE) bool {
+	fu, m := f.find(x)
+	if f.on&FuseRoPE == 0 || m == nil || m.rope || m.cache != 0 || !f.ropeFits(fu, m.w.rows, r) {
+		return false
+	}
+	m.rope, fu.rope = true, &r
+	return true
+}
+
+// storeKV takes the store of k (rotated by r where not nil) and v into
+// layer's cache where both are pending results.
+func (f *fuser) storeKV(layer int, k, v *tensor, r *backend.RoPE) bool {
+	kf, km := f.find(k)
+	vf, vm := f.find(v)
+	if f.on&FuseRoPE == 0 || km == nil || vm == nil || km.rope || km.cache != 0 || vm.rope || vm.cache != 0 || km.w.rows%2 != 0 {
+		return false
+	}
+	for _, fu := range []*fusion{kf, vf} {
+		for _, m := range fu.mats {
+			if m.cache != 0 && fu.layer != layer {
+				return false // one layer's cache per fusion
+			}
+		}
+	}
+	if r != nil && !f.ropeFits(kf, km.w.rows, *r) {
+		return false
+	}
+	if r != nil {
+		km.rope, kf.rope = true, r
+	}
+	km.cache, vm.cache = cacheK, cacheV
+	kf.layer, vf.layer = layer, layer
+	return true
+}
+
+// gated takes dst = act(gate)·up where gate and up are the two products of
+// one pending fusion; q8 says whether dst should get its 8-bit copy too.
+func (f *fuser) gated(g kernels.GLU, d, gate, up *tensor, q8 bool) bool {
+	fu, gm := f.find(gate)
+	uf, um := f.find(up)
+	if f.on&FuseGLU == 0 || gm == nil || fu != uf || len(fu.mats) != 2 || gm != &fu.mats[0] || um != &fu.mats[1] ||
+		gm.bias != nil || um.bias != nil || gm.rope || um.rope || gm.cache != 0 || um.cache != 0 ||
+		gate.rows != up.rows || gate.cols != up.cols || d.rows != gate.rows || d.cols != gate.cols {
+		return false
+	}
+	fu.gated, fu.gdst, fu.gq8 = &g, d, q8
+	if q8 {
+		// The q8 copy needs whole blocks of rows and workgroups whose
+		// halves divide a block (kernels.Stack.GatedQ8).
+		sh := f.k.StackShape(fu.stack(f.n, 0, vk.Binding{}, vk.Binding{}))
+		if d.cols%32 != 0 || 32%(sh.Rows/2) != 0 {
+			fu.gated, fu.gdst, fu.gq8 = nil, nil, false
+			return false
+		}
+	}
+	return true
+}
+
+// plain says whether fu is one product with nothing to finish, which the
+// plain kernels record as they would without fusions.
+func (fu *fusion) plain() bool {
+	m := fu.mats[0]
+	return len(fu.mats) == 1 && m.bias == nil && !m.rope && m.cache == 0 && fu.gated == nil
+}
+
+// caches says whether fu stores into the KV cache.
+func (fu *fusion) caches() bool {
+	for _, m := range fu.mats {
+		if m.cache != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// take returns the pending fusions and forgets them.
+func (f *fuser) take() []*fusion {
+	p := f.pending
+	f.pending = nil
+	return p
+}
+
+// stack is fu as a kernels.Stack over n columns, with the tensors'
+// bindings (a plan's are zero) and kc, vc as the layer's caches; the
+// caller fills X (and GatedQ8's binding, Step, Rope.Factors).
+func (fu *fusion) stack(n, slots int, kc, vc vk.Binding) *kernels.Stack {
+	w := fu.mats[0].w
+	st := &kernels.Stack{Type: w.typ, N: n, K: w.cols, Q8: fu.q8, Slots: slots}
+	if fu.rope != nil {
+		r, _ := kernelRoPE(*fu.rope)
+		st.Rope = r
+	}
+	for _, m := range fu.mats {
+		sm := kernels.StackMat{W: m.w.b, Rows: m.w.rows, Out: m.dst.b, Rope: m.rope, Cache: m.cache != 0}
+		switch m.cache {
+		case cacheK:
+			sm.Out = kc
+		case cacheV:
+			sm.Out = vc
+		}
+		if m.bias != nil {
+			b := m.bias.b
+			sm.Bias = &b
+		}
+		st.Mats = append(st.Mats, sm)
+	}
+	if fu.gated != nil {
+		st.Gated = fu.gated
+		st.Mats[0].Out = fu.gdst.b
+		if fu.gq8 {
+			st.GatedQ8 = &vk.Binding{}
+		}
+	}
+	return st
+}
