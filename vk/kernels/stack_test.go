@@ -305,11 +305,13 @@ func TestMatVecStackRejects(t *testing.T) {
 			Mats: []StackMat{{W: w, Rows: 64, Out: out}, {W: w, Rows: 64, Out: out}}}
 	}
 	for name, edit := range map[string]func(*Stack){
-		"no matrices":      func(s *Stack) { s.Mats = nil },
-		"four matrices":    func(s *Stack) { s.Mats = append(s.Mats, s.Mats...) },
-		"two buffers":      func(s *Stack) { s.Mats[1].W = other },
-		"nine columns":     func(s *Stack) { s.N = 9 },
-		"odd rows of rope": func(s *Stack) { s.Mats[0].Rope, s.Rope, s.Shape = true, RoPE{HeadDim: 64, Dims: 64, Base: 1, Scale: 1}, MatVecShape{32, 3, 1, 0} },
+		"no matrices":   func(s *Stack) { s.Mats = nil },
+		"four matrices": func(s *Stack) { s.Mats = append(s.Mats, s.Mats...) },
+		"two buffers":   func(s *Stack) { s.Mats[1].W = other },
+		"nine columns":  func(s *Stack) { s.N = 9 },
+		"odd rows of rope": func(s *Stack) {
+			s.Mats[0].Rope, s.Rope, s.Shape = true, RoPE{HeadDim: 64, Dims: 64, Base: 1, Scale: 1}, MatVecShape{32, 3, 1, 0}
+		},
 		"neox in pairs": func(s *Stack) {
 			s.Mats[0].Rope, s.Rope, s.Shape = true, RoPE{HeadDim: 64, Dims: 64, Base: 1, Scale: 1, NeoX: true}, MatVecShape{32, 2, 1, 0}
 		},
