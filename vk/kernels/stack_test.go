@@ -55,6 +55,14 @@ func TestMatVecStack(t *testing.T) {
 		{qt: quant.Q4_0, K: 4128, n: 8, rows: []int{64, 64, 64}, rope: &RoPE{HeadDim: 32, Dims: 32, Base: 10000, Scale: 1, NeoX: true},
 			ropeMats: 1, cacheMats: 1, pos: 100, slots: 200, shape: MatVecShape{Lanes: 64, Rows: 8, Unroll: 1}},
 	}
+	// The Llama and NeoX cases again at each subgroup size the device can
+	// be asked for (the lane group then spans one or more whole subgroups).
+	for _, w := range requiredWaves(t, k) {
+		for _, c := range cases[:2] {
+			c.shape = MatVecShape{Lanes: 64, Rows: 4, Unroll: 1, Wave: w}
+			cases = append(cases, c)
+		}
+	}
 	for i, c := range cases {
 		for _, q8 := range []bool{false, true} {
 			if q8 && !HasQ8(c.qt) {
@@ -69,6 +77,22 @@ func TestMatVecStack(t *testing.T) {
 			})
 		}
 	}
+}
+
+// requiredWaves are the subgroup sizes of 32 and 64 that a pipeline can
+// require on k's device; none where it cannot (lavapipe), which the log
+// says.
+func requiredWaves(t *testing.T, k *Kernels) []int {
+	var ws []int
+	for _, w := range []int{32, 64} {
+		if k.info.SizeControl && k.info.MinSubgroupSize <= w && w <= k.info.MaxSubgroupSize {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		t.Logf("%s: no subgroup size of 32 or 64 can be required; the stacks run at the driver's", k.info.Name)
+	}
+	return ws
 }
 
 // stackWeights uploads matrices of rows[j] x K random weights of type qt
@@ -235,19 +259,27 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 // counts (33) and workgroups per block (1 to 32) that fit nothing evenly.
 func TestMatVecStackGated(t *testing.T) {
 	k := setup(t)
-	for i, c := range []struct {
+	type gatedCase struct {
 		g     GLU
 		qt    quant.Type
 		K, n  int
 		rows  int
 		shape MatVecShape
-	}{
+	}
+	var cases []gatedCase
+	for _, c := range []gatedCase{
 		{SwiGLU, quant.Q4_K, 512, 1, 1056, MatVecShape{}},
 		{GeGLU, quant.Q6_K, 256, 3, 96, MatVecShape{Lanes: 32, Rows: 2, Unroll: 1}},
 		{SwiGLU, quant.Q8_0, 160, 1, 1056, MatVecShape{Lanes: 64, Rows: 16, Unroll: 2}},
 		{SwiGLU, quant.F16, 100, 2, 64, MatVecShape{Lanes: 16, Rows: 64, Unroll: 1}},
 		{GeGLU, quant.Q4_0, 4096, 8, 32, MatVecShape{Lanes: 128, Rows: 4, Unroll: 1}},
 	} {
+		cases = append(cases, c)
+	}
+	for _, w := range requiredWaves(t, k) {
+		cases = append(cases, gatedCase{SwiGLU, quant.Q4_K, 512, 1, 1056, MatVecShape{Lanes: 64, Rows: 2, Unroll: 1, Wave: w}})
+	}
+	for i, c := range cases {
 		for _, q8 := range []bool{false, true} {
 			if q8 && (!HasQ8(c.qt) || !k.info.IntegerDot) {
 				continue
