@@ -93,23 +93,42 @@ shared float reds[W];
 shared uvec4 mlive4; // .x: the last tile with a live mask entry
 #define mlive mlive4.x
 
-// stage copies keys t..t+BC of K (or V) into shKV as f16, 8 values (one
-// 16-byte load) at a time; keys from ke on are zero (NaN rows of a cache
+// The next tile's K and V wait in registers (KVN 16-byte words a lane of
+// each): fetch issues their loads while the current tile's softmax and
+// P·V run, and put stores them into shKV at their phase, so no phase
+// waits on a global load. Keys from ke on are zero (NaN rows of a cache
 // must not reach P·V, where 0·NaN would spread).
-void stage(bool v, uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
-    const uint U = D / 8u;
-    for (uint it = lane; it < BC * U; it += W) {
-        const uint c = it / U, u = it % U;
-        uvec4 w = uvec4(0u);
-        if (t + c < ke) {
+const uint KVU = D / 8u;                    // 16-byte words a key row
+const uint KVN = (BC * KVU + W - 1u) / W;   // words a lane fetches
+uvec4 kreg[KVN];
+uvec4 vreg[KVN];
+
+void fetch(uint lane, uint t, uint ke, uint kv_stride, uint kv_off) {
+    [[unroll]] for (uint j = 0u; j < KVN; j++) {
+        const uint it = lane + j * W;
+        const uint c = it / KVU, u = it % KVU;
+        uvec4 kw = uvec4(0u), vw = uvec4(0u);
+        if (it < BC * KVU && t + c < ke) {
             const uint e = ring_row(t + c) * kv_stride + kv_off + 8u * u;
-            w = v ? v4[e / 8u] : k4[e / 8u];
+            kw = k4[e / 8u];
+            vw = v4[e / 8u];
         }
-        const uint o = c * DP + 8u * u;
-        const f16vec2 h0 = unpackFloat2x16(w.x), h1 = unpackFloat2x16(w.y);
-        const f16vec2 h2 = unpackFloat2x16(w.z), h3 = unpackFloat2x16(w.w);
-        shKV[o] = h0.x; shKV[o + 1u] = h0.y; shKV[o + 2u] = h1.x; shKV[o + 3u] = h1.y;
-        shKV[o + 4u] = h2.x; shKV[o + 5u] = h2.y; shKV[o + 6u] = h3.x; shKV[o + 7u] = h3.y;
+        kreg[j] = kw;
+        vreg[j] = vw;
+    }
+}
+
+void put(bool v, uint lane) {
+    [[unroll]] for (uint j = 0u; j < KVN; j++) {
+        const uint it = lane + j * W;
+        if (it < BC * KVU) {
+            const uint o = (it / KVU) * DP + 8u * (it % KVU);
+            const uvec4 w = v ? vreg[j] : kreg[j];
+            const f16vec2 h0 = unpackFloat2x16(w.x), h1 = unpackFloat2x16(w.y);
+            const f16vec2 h2 = unpackFloat2x16(w.z), h3 = unpackFloat2x16(w.w);
+            shKV[o] = h0.x; shKV[o + 1u] = h0.y; shKV[o + 2u] = h1.x; shKV[o + 3u] = h1.y;
+            shKV[o + 4u] = h2.x; shKV[o + 5u] = h2.y; shKV[o + 6u] = h3.x; shKV[o + 7u] = h3.y;
+        }
     }
 }
 
@@ -174,6 +193,7 @@ void main() {
     float l = 0.0;
 
     uint tile = 0u;
+    fetch(lane, kb, ke, kv_stride, kv_off);
     for (uint t = kb; t < ke; t += BC) {
         tile++;
         barrier(); // the previous tile's readers of shared memory (and Q's) are done
@@ -194,11 +214,12 @@ void main() {
             }
             barrier();
             if (mlive != tile) {
+                fetch(lane, t + BC, ke, kv_stride, kv_off);
                 continue; // uniform: every lane read the same flag
             }
         }
 
-        stage(false, lane, t, ke, kv_stride, kv_off);
+        put(false, lane);
         barrier(); // the K tile is written
 
         // S = Q·Kᵀ, transposed into shSO: [key][row].
@@ -244,7 +265,8 @@ void main() {
             }
         }
         redm[lane] = pmax;
-        stage(true, lane, t, ke, kv_stride, kv_off);
+        put(true, lane);
+        fetch(lane, t + BC, ke, kv_stride, kv_off);
         barrier(); // the partial maxima and the V tile are written
 
         // The row's new max, and the lane's weights into shP.

@@ -87,13 +87,17 @@ func coopQReg(headDim int) bool { return headDim <= 128 }
 // below it the scalar kernel's narrower tiles waste less.
 const CoopMinQueries = 16
 
-// coopBcs are the tile widths tried, in order: the first whose shared
-// memory fits the device. 32 keys before 64: the kernel is bound by
-// latency, not by K/V traffic, and a smaller tile leaves room for more
-// workgroups on a compute unit. On the H200 (Llama-3-8B's attention, 512
-// queries at depth 8192, docs/BENCHMARKS.md) 32 keys ran at 34.5 TFLOP/s
-// and 64 at 27.9.
-var coopBcs = []int{32, 64, 16}
+// coopTile is a workgroup's q-heads (of one GQA group, sharing its K/V
+// tiles) and keys per tile.
+type coopTile struct{ heads, bc int }
+
+// coopTiles are the geometries tried, in order: the first that the GQA
+// group, the head dim and the device's shared memory allow. Measured on the
+// H200 (Llama-3-8B's attention, 512 queries at depths 8192 and 16384,
+// docs/BENCHMARKS.md): 2 heads x 64 keys 54-55 TFLOP/s, 1 x 32 50-51, 1 x
+// 64 46-47, 1 x 16 35. The kernel is bound by latency more than by K/V
+// traffic: smaller tiles leave room for more workgroups on a compute unit.
+var coopTiles = []coopTile{{2, 64}, {1, 32}, {1, 64}, {2, 32}, {1, 16}}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
 // saying why Record runs the scalar kernel instead: the kernel is off
@@ -133,51 +137,42 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		return p, fmt.Errorf("flashattn: %s has no f16 arithmetic", f.info.Name)
 	}
 	p.Br = s.M * ((CoopMinQueries + s.M - 1) / s.M)
-	// One q-head a workgroup: sharing the K/V tiles among a GQA group's
-	// heads (2 a workgroup) measured slower on the H200 (29.8 TFLOP/s
-	// against 34.5 at 32 keys), for the same reason.
 	group := sh.Heads / sh.KVHeads
-	heads := []int{1}
-	if h := f.coopHeads; h > 0 {
-		if group%h != 0 {
-			return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, group)
+	if h := f.coopHeads; h > 0 && group%h != 0 {
+		return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, group)
+	}
+	tiles := coopTiles
+	if f.coopHeads > 0 || f.coopBc > 0 {
+		tiles = []coopTile{{max(f.coopHeads, 1), f.coopBc}}
+		if f.coopBc == 0 {
+			tiles = []coopTile{{tiles[0].heads, 32}, {tiles[0].heads, 64}, {tiles[0].heads, 16}}
 		}
-		heads = []int{h}
 	}
-	bcs := coopBcs
-	if f.coopBc > 0 {
-		bcs = []int{f.coopBc}
-	}
-	for _, bc := range bcs {
-		if bc%s.N != 0 || bc%s.K != 0 {
+	for _, t := range tiles {
+		if t.bc%s.N != 0 || t.bc%s.K != 0 || group%t.heads != 0 {
 			continue
 		}
-		for _, h := range heads {
-			if group%h != 0 {
-				continue
-			}
-			q := p
-			q.Heads, q.Bc = h, bc
-			if coopQReg(sh.HeadDim) && q.Rows() > bc { // Q passes through the K/V tile
-				continue
-			}
-			// Four subgroups, or more until every row has whole lanes
-			// and the subgroups split evenly over the row blocks (each
-			// keeps one block's Q fragments).
-			q.Subgroups = 4
-			for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
-				q.Subgroups *= 2
-			}
-			if q.Lanes() > f.info.MaxWorkgroupInvocations {
-				continue
-			}
-			q.SharedBytes = coopShared(sh.HeadDim, q.Br, h, bc, q.Lanes(), sh.Mask)
-			if q.SharedBytes <= f.info.SharedMemory {
-				return q, nil
-			}
+		q := p
+		q.Heads, q.Bc = t.heads, t.bc
+		if coopQReg(sh.HeadDim) && q.Rows() > t.bc { // Q passes through the K/V tile
+			continue
+		}
+		// Four subgroups, or more until every row has whole lanes and the
+		// subgroups split evenly over the row blocks (each keeps one
+		// block's Q fragments).
+		q.Subgroups = 4
+		for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
+			q.Subgroups *= 2
+		}
+		if q.Lanes() > f.info.MaxWorkgroupInvocations {
+			continue
+		}
+		q.SharedBytes = coopShared(sh.HeadDim, q.Br, t.heads, t.bc, q.Lanes(), sh.Mask)
+		if q.SharedBytes <= f.info.SharedMemory {
+			return q, nil
 		}
 	}
-	return p, fmt.Errorf("flashattn: no tile of %v keys and %v q-heads fits the device's %d bytes of shared memory and %d invocations at head dim %d", bcs, heads, f.info.SharedMemory, f.info.MaxWorkgroupInvocations, sh.HeadDim)
+	return p, fmt.Errorf("flashattn: no tile of %v (q-heads, keys) fits the device's %d bytes of shared memory and %d invocations at head dim %d", tiles, f.info.SharedMemory, f.info.MaxWorkgroupInvocations, sh.HeadDim)
 }
 
 // coopEmuSubgroup is the emulation's virtual subgroup: lavapipe's 8-wide
