@@ -98,6 +98,27 @@ type Ops interface {
 	GeGLU(dst, gate, up Tensor)
 	// Scale multiplies x by s in place.
 	Scale(x Tensor, s float32)
+	// Route picks each token's experts from a router's logits (N × E, E
+	// experts) as llama.cpp's build_moe_ffn does with softmax gating: p =
+	// softmax(logits[i]); ids[i] (N × k) receives the k experts of highest
+	// p in descending order (ties to the lower index) and weights[i] (N × k)
+	// their probabilities, divided by their sum (clamped below at
+	// 6.103515625e-5) when norm. Expert indexes are stored as f32 values
+	// (exact integers); only MatMulID reads them.
+	Route(ids, weights, logits Tensor, k int, norm bool)
+	// MatMulID is the matrix product of a mixture of experts (llama.cpp's
+	// mul_mat_id): w stacks E experts' matrices of R rows × K (E·R rows;
+	// expert e's row r is row e·R+r, the layout of a GGUF [K, R, E]
+	// tensor), ids is Route's N × k, dst is (N·k) × R with
+	// dst[i·k+j] = W_ids[i][j] · x_ij, where x_ij is x[i] when x has N rows
+	// (every expert of a token reads its one input) and x[i·k+j] when it
+	// has N·k (each slot its own). Only the chosen experts' rows are read.
+	MatMulID(dst, w, x, ids Tensor)
+	// MoESum sets dst[i] = (Σ_j weights[i][j]·y[i·k+j]) + r[i]: the
+	// experts' outputs y ((N·k) × C) mixed by Route's weights (N × k),
+	// each product rounded to f32 and summed in slot order, then added to
+	// the residual r (N × C), as llama.cpp orders them. dst may be r.
+	MoESum(dst, y, weights, r Tensor)
 	// CopyRows sets dst = x[first : first+dst.Rows()].
 	CopyRows(dst, x Tensor, first int)
 	// Output marks t to be read back by Program.Run, in the order of the calls.

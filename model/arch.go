@@ -35,6 +35,15 @@ type arch struct {
 	swaPattern int
 	// attnScale multiplies q·k; nil means 1/√head_dim.
 	attnScale func(hp *HParams) float64
+	// moe: the FFN is a mixture of experts: a router (ffn_gate_inp, softmax
+	// over expert_count experts, the top expert_used_count) and the
+	// experts' stacked SwiGLU FFNs (ffn_{gate,up,down}_exps), as llama.cpp's
+	// build_moe_ffn with softmax gating, no expert bias, no weight scale.
+	moe bool
+	// moeNorm: the chosen experts' weights are divided by their sum.
+	// llama.cpp fixes it per architecture (qwen3moe: on) and reads no key
+	// for it (expert_weights_norm is another family's).
+	moeNorm bool
 }
 
 // archs is every architecture Load accepts.
@@ -45,7 +54,8 @@ var archs = map[string]arch{
 	"qwen3":   {neox: true, headNorms: true},
 	"gemma3": {neox: true, headNorms: true, postNorms: true, gelu: true, embedScale: true, swaPattern: 6,
 		attnScale: gemma3AttnScale},
-	"phi3": {neox: true, fusedGateUp: true},
+	"phi3":     {neox: true, fusedGateUp: true},
+	"qwen3moe": {neox: true, headNorms: true, moe: true, moeNorm: true},
 }
 
 // gemma3AttnScale is Gemma 3's query scale: 1/√(n_embd/n_head) for the

@@ -1,5 +1,5 @@
 // Package model holds the transformer architectures (llama, mistral, qwen2,
-// qwen3, gemma3, phi3): hyper-parameters read from GGUF metadata, weights
+// qwen3, gemma3, phi3, qwen3moe): hyper-parameters read from GGUF metadata, weights
 // bound by tensor name, and one forward pass, written once against the
 // backend op interface and steered by a small description per architecture
 // (arch.go).
@@ -36,6 +36,11 @@ type HParams struct {
 	// RopeBaseSWA and RopeScaleSWA replace RopeBase and RopeScale on
 	// sliding-window layers (Gemma 3: rope.freq_base_swa, no scaling).
 	RopeBaseSWA, RopeScaleSWA float32
+	// Experts, ExpertsUsed and ExpertFF shape a mixture-of-experts FFN
+	// (qwen3moe): experts per layer, experts each token runs, and each
+	// expert's hidden size. Experts is 0 for a dense FFN.
+	Experts, ExpertsUsed, ExpertFF int
+	ExpertNorm                     bool // the chosen experts' weights are renormalised
 }
 
 // Window is layer l's sliding attention window, 0 for a global layer.
@@ -82,10 +87,29 @@ func ReadHParams(f *gguf.File) (HParams, error) {
 	hp.Context = need("context_length")
 	hp.Embd = need("embedding_length")
 	hp.Layers = need("block_count")
-	hp.FF = need("feed_forward_length")
+	if !a.moe {
+		hp.FF = need("feed_forward_length")
+	}
 	hp.Heads = need("attention.head_count")
+	if a.moe {
+		hp.FF = opt("feed_forward_length", 0) // no tensor has it; the experts' size may derive from it
+		hp.Experts = need("expert_count")
+		hp.ExpertsUsed = need("expert_used_count")
+		hp.ExpertNorm = a.moeNorm
+	}
 	if err != nil {
 		return HParams{}, err
+	}
+	if a.moe {
+		// As llama.cpp: without expert_feed_forward_length, the dense size
+		// is shared among the experts a token uses.
+		hp.ExpertFF = opt("expert_feed_forward_length", hp.FF/hp.ExpertsUsed)
+		switch {
+		case hp.ExpertsUsed > hp.Experts:
+			return HParams{}, fmt.Errorf("model: %s.expert_used_count %d exceeds expert_count %d", arch, hp.ExpertsUsed, hp.Experts)
+		case hp.ExpertFF == 0:
+			return HParams{}, fmt.Errorf("model: required key %s.expert_feed_forward_length is missing or out of range", arch)
+		}
 	}
 	hp.KVHeads = opt("attention.head_count_kv", hp.Heads)
 	hp.HeadDim = opt("attention.key_length", hp.Embd/hp.Heads)

@@ -22,8 +22,8 @@ func TestLoadErrors(t *testing.T) {
 		want   string
 	}{
 		{"unsupported architecture", func(m *tinymodel.Model) { m.Set("general.architecture", "gptx") }, `unsupported architecture "gptx"`},
-		{"mixture of experts", func(m *tinymodel.Model) { m.Set("general.architecture", "qwen3moe") },
-			`unsupported architecture "qwen3moe" (supported: gemma3, llama, mistral, phi3, qwen2, qwen3)`},
+		{"another mixture of experts", func(m *tinymodel.Model) { m.Set("general.architecture", "qwen2moe") },
+			`unsupported architecture "qwen2moe" (supported: gemma3, llama, mistral, phi3, qwen2, qwen3, qwen3moe)`},
 		{"value head dim", func(m *tinymodel.Model) { m.Set("llama.attention.value_length", uint32(2)) }, "value head dim 2 differs"},
 		{"logit softcapping", func(m *tinymodel.Model) { m.Set("llama.final_logit_softcapping", float32(30)) }, "final_logit_softcapping is not supported"},
 		{"tensor the architecture does not use", func(m *tinymodel.Model) {

@@ -195,7 +195,8 @@ func (m *Model) program(n int, all bool) (backend.Program, error) {
 
 // build records the forward pass for n tokens: llama's, with what
 // m.arch and the bound weights add (biases, Q/K head norms, post-branch
-// norms, GeGLU, the embedding scale, per-layer windows and RoPE bases).
+// norms, GeGLU, the embedding scale, per-layer windows and RoPE bases, a
+// mixture of experts for the FFN).
 func (m *Model) build(ops backend.Ops, n int, all bool) {
 	hp, w, a := m.HP, m.w, m.arch
 	q, kv := hp.Heads*hp.HeadDim, hp.KVHeads*hp.HeadDim
@@ -203,7 +204,15 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 	h := ops.Tensor(n, hp.Embd)
 	qt, kt, vt := ops.Tensor(n, q), ops.Tensor(n, kv), ops.Tensor(n, kv)
 	att := ops.Tensor(n, q)
-	gate, up := ops.Tensor(n, hp.FF), ops.Tensor(n, hp.FF)
+	var gate, up backend.Tensor
+	var router, ids, mix, eGate, eUp, eDown backend.Tensor
+	if a.moe {
+		k := hp.ExpertsUsed
+		router, ids, mix = ops.Tensor(n, hp.Experts), ops.Tensor(n, k), ops.Tensor(n, k)
+		eGate, eUp, eDown = ops.Tensor(n*k, hp.ExpertFF), ops.Tensor(n*k, hp.ExpertFF), ops.Tensor(n*k, hp.Embd)
+	} else {
+		gate, up = ops.Tensor(n, hp.FF), ops.Tensor(n, hp.FF)
+	}
 	rope := func(layer, heads int) backend.RoPE {
 		base, scale := hp.Rope(layer)
 		return backend.RoPE{Heads: heads, HeadDim: hp.HeadDim, Dims: hp.RopeDims, NeoX: hp.RopeNeoX,
@@ -250,6 +259,18 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 		branch(l.wo, att, l.postAttnNorm)
 
 		ops.RMSNorm(h, x, l.ffnNorm, hp.Eps)
+		if a.moe {
+			// Each token's FFN is the weighted sum of its chosen experts'
+			// SwiGLU FFNs, one row per (token, chosen expert) slot.
+			ops.MatMul(router, l.router, h)
+			ops.Route(ids, mix, router, hp.ExpertsUsed, hp.ExpertNorm)
+			ops.MatMulID(eGate, l.gateExps, h, ids)
+			ops.MatMulID(eUp, l.upExps, h, ids)
+			glu(eGate, eGate, eUp)
+			ops.MatMulID(eDown, l.downExps, eGate, ids)
+			ops.MoESum(x, eDown, mix, x)
+			continue
+		}
 		ops.MatMul(gate, l.gate, h)
 		ops.MatMul(up, l.up, h)
 		glu(gate, gate, up)

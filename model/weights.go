@@ -18,6 +18,10 @@ type layer struct {
 	postAttnNorm             backend.Tensor
 	ffnNorm, gate, up, down  backend.Tensor
 	postFFNNorm              backend.Tensor
+	// A mixture-of-experts FFN (arch.moe) has a router instead of gate,
+	// up and down, and each expert's gate, up and down matrices stacked
+	// in one weight (backend.Ops.MatMulID).
+	router, gateExps, upExps, downExps backend.Tensor
 }
 
 type weights struct {
@@ -56,6 +60,20 @@ func (b *binder) optional(name string, cols, rows int) (backend.Tensor, error) {
 	return b.place(t, cols, rows)
 }
 
+// experts binds a stack of n experts' matrices, GGML shape [cols, rows, n],
+// as one weight of n·rows rows: expert e's rows follow expert e-1's.
+func (b *binder) experts(name string, cols, rows, n int) (backend.Tensor, error) {
+	t, ok := b.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model: tensor %q is missing", name)
+	}
+	parts, err := b.placeShaped(t, []uint64{uint64(cols), uint64(rows), uint64(n)}, cols, rows*n)
+	if err != nil {
+		return nil, err
+	}
+	return parts[0], nil
+}
+
 func (b *binder) place(t *gguf.Tensor, cols, rows int) (backend.Tensor, error) {
 	parts, err := b.placeSplit(t, cols, rows)
 	if err != nil {
@@ -86,6 +104,12 @@ func (b *binder) placeSplit(t *gguf.Tensor, cols int, rows ...int) ([]backend.Te
 	if total == 1 {
 		want = want[:1]
 	}
+	return b.placeShaped(t, want, cols, rows...)
+}
+
+// placeShaped checks that t has GGML shape want and places it as one
+// weight per entry of rows, each its own range of rows of cols values.
+func (b *binder) placeShaped(t *gguf.Tensor, want []uint64, cols int, rows ...int) ([]backend.Tensor, error) {
 	if !sameShape(t.Shape, want) {
 		return nil, fmt.Errorf("model: tensor %q has shape %v, want %v", t.Name, t.Shape, want)
 	}
@@ -186,14 +210,21 @@ func bindWeights(b *binder, hp HParams, a arch) (*weights, error) {
 		l.wo = must(b.bind(p+"attn_output.weight", q, hp.Embd))
 		l.postAttnNorm = mustIf(a.postNorms, p+"post_attention_norm.weight", hp.Embd, 1)
 		l.ffnNorm = must(b.bind(p+"ffn_norm.weight", hp.Embd, 1))
-		if a.fusedGateUp {
+		switch {
+		case a.moe:
+			l.router = must(b.bind(p+"ffn_gate_inp.weight", hp.Embd, hp.Experts))
+			l.gateExps = must(b.experts(p+"ffn_gate_exps.weight", hp.Embd, hp.ExpertFF, hp.Experts))
+			l.upExps = must(b.experts(p+"ffn_up_exps.weight", hp.Embd, hp.ExpertFF, hp.Experts))
+			l.downExps = must(b.experts(p+"ffn_down_exps.weight", hp.ExpertFF, hp.Embd, hp.Experts))
+		case a.fusedGateUp:
 			gu := parts(p+"ffn_up.weight", hp.Embd, hp.FF, hp.FF)
 			l.gate, l.up = gu[0], gu[1]
-		} else {
+			l.down = must(b.bind(p+"ffn_down.weight", hp.FF, hp.Embd))
+		default:
 			l.gate = must(b.bind(p+"ffn_gate.weight", hp.Embd, hp.FF))
 			l.up = must(b.bind(p+"ffn_up.weight", hp.Embd, hp.FF))
+			l.down = must(b.bind(p+"ffn_down.weight", hp.FF, hp.Embd))
 		}
-		l.down = must(b.bind(p+"ffn_down.weight", hp.FF, hp.Embd))
 		l.postFFNNorm = mustIf(a.postNorms, p+"post_ffw_norm.weight", hp.Embd, 1)
 		if err != nil {
 			return nil, err

@@ -101,7 +101,7 @@ func (b *Backend) Record(n int, build func(backend.Ops)) (backend.Program, error
 	if n <= 0 {
 		return nil, fmt.Errorf("cpu: batch of %d tokens", n)
 	}
-	p := &program{b: b, n: n}
+	p := &program{b: b, n: n, routed: map[*tensor]int{}}
 	build(p)
 	if p.err != nil {
 		return nil, p.err

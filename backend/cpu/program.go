@@ -24,7 +24,11 @@ type program struct {
 	ops     []func(*step)
 	outputs []*tensor
 	embeds  []*tensor // tables read by Embed, for the token range check
-	err     error
+	// routed holds the id tensors Route writes, with the number of
+	// experts routed among: MatMulID reads no others, and only with a
+	// weight of as many experts, so every id it reads is in range.
+	routed map[*tensor]int
+	err    error
 }
 
 func (p *program) add(op func(*step)) { p.ops = append(p.ops, op) }
