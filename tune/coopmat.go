@@ -74,10 +74,15 @@ func (sw *sweeper) matmulCoop(m Model, r *Report, p *Profile) error {
 				},
 				takes: func(mat Matrix) error { return k.CheckCoopTile(t, mat.Type) }}
 			if t == def {
+				// The built-in choice is per shape, as the engine makes it
+				// (CoopTileForShape), not one tile per type: a reference
+				// that runs tiles the engine never runs would let a
+				// profile replace better per-shape choices.
+				cols := sw.columns()
 				v.name, v.takes = builtinCoop, nil
-				v.on = func(mat Matrix) string { return k.CoopTileFor(mat.Type).String() }
+				v.on = func(mat Matrix) string { return k.CoopTileForShape(mat.Type, mat.Rows, cols).String() }
 				v.rec = func(k *kernels.Kernels, s *vk.Sequence, dst, w, xh vk.Binding, qt quant.Type, n, rows, K int) error {
-					return k.MatMulCoop(s, dst, w, xh, qt, n, rows, K, k.CoopTileFor(qt))
+					return k.MatMulCoop(s, dst, w, xh, qt, n, rows, K, k.CoopTileForShape(qt, rows, n))
 				}
 			}
 			return v

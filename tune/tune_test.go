@@ -653,7 +653,7 @@ func TestSweepCoopMat(t *testing.T) {
 				t.Errorf("%s %s: %+v", tb.Shape, c.Variant, c)
 			}
 			if c.Default {
-				if want := fmt.Sprintf("%s (%v)", builtinCoop, k.CoopTileFor(mat.Type)); c.Variant != want || !c.Ref {
+				if want := fmt.Sprintf("%s (%v)", builtinCoop, k.CoopTileForShape(mat.Type, mat.Rows, o.Columns)); c.Variant != want || !c.Ref {
 					t.Errorf("%s: default cell %q (ref %v), want %q, the reference", tb.Shape, c.Variant, c.Ref, want)
 				}
 			}
