@@ -72,6 +72,12 @@ func (s *Sequence) Label(detail string) {
 	}
 }
 
+// Profiled is the number of dispatches recorded so far with timestamps
+// (all of them while the device profiles, none otherwise): the index the
+// next one will have in Timings, so that a caller can tell which
+// dispatches an operation of its own recorded.
+func (s *Sequence) Profiled() int { return len(s.prof.names) }
+
 // Timings returns the GPU time of each dispatch recorded with profiling on,
 // in recording order, as measured by the latest Run; nil before the first
 // Run or when nothing was profiled.

@@ -22,9 +22,15 @@ func TestProfilingOneTimingPerDispatch(t *testing.T) {
 		}
 		s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(1)), n/64, 1, 1)
 		s.Barrier()
+		if s.Profiled() != i+1 {
+			t.Fatalf("after %d profiled dispatches Profiled() = %d", i+1, s.Profiled())
+		}
 	}
 	d.SetProfiling(false)
 	s.Dispatch(p, []Binding{{Buf: xb}, {Buf: yb}}, Push(uint32(n), float32(1)), n/64, 1, 1) // not profiled
+	if s.Profiled() != dispatches {
+		t.Errorf("an unprofiled dispatch counted: Profiled() = %d, want %d", s.Profiled(), dispatches)
+	}
 	must(t, s.End())
 	if s.Timings() != nil {
 		t.Error("Timings before Run should be nil")

@@ -26,7 +26,7 @@ type loadFlags struct {
 	backend string
 	device  int
 	verbose bool
-	profile bool
+	profile string // --profile: "" (off), ops or waterfall
 	wave    string
 	intDot  string // --int-dot
 	coopMat string // --coopmat
@@ -51,7 +51,25 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.coopMat, "coopmat", "auto", coopMatUsage)
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
 	fs.StringVar(&l.tune, "tune-profile", "", tuneProfileUsage)
-	fs.BoolVar(&l.profile, "profile", false, "time every GPU dispatch and print a per-op table at the end")
+	fs.StringVar(&l.profile, "profile", "", profileUsage)
+	fs.Lookup("profile").NoOptDefVal = "ops"
+}
+
+const profileUsage = "time every GPU dispatch and print at the end a per-op table (--profile), " +
+	"or the table and the waterfall of the last decode token: every dispatch's start, end, idle gap, bytes read and GB/s (--profile=waterfall)"
+
+// profiling reads --profile: whether to time dispatches, and whether to
+// print the waterfall as well as the per-op table.
+func (l *loadFlags) profiling() (on, waterfall bool, err error) {
+	switch l.profile {
+	case "", "off":
+		return false, false, nil
+	case "ops":
+		return true, false, nil
+	case "waterfall":
+		return true, true, nil
+	}
+	return false, false, fmt.Errorf("--profile %q: want ops or waterfall (--profile alone is ops)", l.profile)
 }
 
 // load opens the model, picks the backend and places the weights, printing a
@@ -60,6 +78,10 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 	t0 := time.Now()
 	if l.model == "" {
 		return nil, nil, 0, fmt.Errorf("no model given: use -m model.gguf")
+	}
+	profile, waterfall, err := l.profiling()
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	// synth:PRESET[:FTYPE] is generated once into the cache and reused;
 	// anything else is a path.
@@ -87,8 +109,11 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 	printSummary(f, m, be)
 	l.file = f
 	closeAll = func() {
-		if e, ok := be.(*engine.Engine); ok && l.profile {
+		if e, ok := be.(*engine.Engine); ok && profile {
 			engine.WriteProfile(os.Stderr, e.Profile())
+			if waterfall {
+				engine.WriteWaterfall(os.Stderr, e.Waterfall())
+			}
 		}
 		m.Close()
 		f.Close()
@@ -111,6 +136,10 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		return cpu.New(l.threads), nil
 	case "vulkan", "auto":
 		wave, err := attention.ParseWave(l.wave)
+		if err != nil {
+			return nil, err
+		}
+		profile, _, err := l.profiling()
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +176,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		}
 		if err == nil {
 			var e *engine.Engine
-			o := engine.Options{OwnDevice: true, Profile: l.profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot,
+			o := engine.Options{OwnDevice: true, Profile: profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot,
 				CoopMat: coopMat, Warn: os.Stderr}
 			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
 				dev.Close()

@@ -177,3 +177,30 @@ func TestRunJSONArch(t *testing.T) {
 		})
 	}
 }
+
+// TestRunProfile: --profile prints the per-op table, --profile=waterfall
+// the table and the last decode token's waterfall (its layers' summaries
+// and the token's), and a bad value is one error line.
+func TestRunProfile(t *testing.T) {
+	story := fixtures.Path(t, "stories260K.gguf")
+	args := []string{"-m", story, "-p", "Once", "-n", "3", "--temp", "0", "--backend", "vulkan"}
+	ops := infer(t, append(args, "--profile")...)
+	if ops.code != 0 || !strings.Contains(ops.stderr, "µs/call") || strings.Contains(ops.stderr, "waterfall") {
+		t.Errorf("--profile: exit %d, stderr:\n%s", ops.code, ops.stderr)
+	}
+	w := infer(t, append(args, "--profile=waterfall")...)
+	if w.code != 0 || !strings.Contains(w.stderr, "µs/call") || !strings.Contains(w.stderr, "waterfall of the decode token at position 3") {
+		t.Fatalf("--profile=waterfall: exit %d, stderr:\n%s", w.code, w.stderr)
+	}
+	// stories260K has 5 layers: a summary for each, the input's, the
+	// output's and the token's.
+	for _, s := range []string{"layer in ", "layer 0 ", "layer 4 ", "layer out ", "token "} {
+		if strings.Count(w.stderr, "\n"+strings.Repeat(" ", 10-len(strings.Fields(s)[0]))+s) != 1 {
+			t.Errorf("--profile=waterfall: not one %q summary:\n%s", s, w.stderr)
+		}
+	}
+	bad := infer(t, append(args, "--profile=gantt")...)
+	if last := lastLine(bad.stderr); bad.code != 1 || !strings.Contains(last, `--profile "gantt"`) || strings.Count(bad.stderr, "error:") != 1 {
+		t.Errorf("--profile=gantt: exit %d, stderr %q", bad.code, bad.stderr)
+	}
+}

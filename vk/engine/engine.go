@@ -68,6 +68,11 @@ type Engine struct {
 	// q8Weights: some weight takes 8-bit activations, so kernels writing
 	// activations also write their 8-bit copies.
 	q8Weights bool
+	// weightRefs are the uploaded weights by their binding's buffer and
+	// offset, for the waterfall's bytes and layers (profiling only).
+	weightRefs map[vk.Binding]weightRef
+	// lastToken is the waterfall of the latest profiled decode token.
+	lastToken *Waterfall
 }
 
 // New builds the backend on an open device.
@@ -240,6 +245,12 @@ func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) 
 		return nil, fmt.Errorf("tensor %q: %w", name, err)
 	}
 	e.q8Weights = e.q8Weights || e.k.UseQ8(t)
+	if e.o.Profile {
+		if e.weightRefs == nil {
+			e.weightRefs = map[vk.Binding]weightRef{}
+		}
+		e.weightRefs[vk.Binding{Buf: b.Buf, Off: b.Off}] = weightRef{layer: weightLayer(name), bytes: int64(len(data))}
+	}
 	return &tensor{rows: rows, cols: cols, typ: t, b: b}, nil
 }
 

@@ -299,3 +299,107 @@ func TestTunedAttentionMisfit(t *testing.T) {
 		t.Errorf("want one warning for decode and one for prefill, got:\n%s", warn.String())
 	}
 }
+
+// TestWaterfall profiles decode tokens of the tiny Q4_K_M model (f32 and
+// 8-bit activations) and checks the waterfall's structure, not its
+// timings: starts in submission order, no negative gap, the layers in
+// order, the token's span the sum of its gaps and busy times, and every
+// weight read once (the embedding's one row of it), so the products'
+// bytes add up to the file's weights.
+func TestWaterfall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.Write(path, "tiny", "q4_k_m", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var want int64
+	tied := true
+	for _, tn := range f.Tensors() {
+		if tn.Name == "output.weight" {
+			tied = false
+		}
+	}
+	for _, tn := range f.Tensors() {
+		want += int64(tn.Bytes)
+		if tn.Name == "token_embd.weight" {
+			row, err := tn.Type.RowBytes(int(tn.Shape[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want += int64(row) - int64(tn.Bytes); tied {
+				want += int64(tn.Bytes)
+			}
+		}
+	}
+	for name, o := range map[string]engine.Options{"f32": f32, "int-dot": intDot} {
+		t.Run(name, func(t *testing.T) {
+			o.Profile = true
+			e := openWith(t, o)
+			m, err := model.Load(f, e, model.Options{Context: 64, UBatch: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if e.Waterfall() != nil {
+				t.Error("a waterfall before any token ran")
+			}
+			if _, err := m.Forward(prompt[:5], 0, false); err != nil {
+				t.Fatal(err)
+			}
+			for pos := 5; pos < 7; pos++ {
+				if _, err := m.Forward(prompt[pos:pos+1], pos, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := e.Waterfall()
+			if w == nil || w.Pos != 6 || w.Layers != m.HP.Layers || len(w.Dispatches) == 0 {
+				t.Fatalf("waterfall %+v, want the token at position 6 of %d layers", w, m.HP.Layers)
+			}
+			var weights int64
+			var reach, sum float64
+			layer := -1
+			attention := 0
+			for i, d := range w.Dispatches {
+				switch {
+				case i > 0 && d.Start < w.Dispatches[i-1].Start:
+					t.Errorf("dispatch %d (%s) starts at %g µs, before the one before it", i, d.Name, d.Start)
+				case d.Gap < 0 || d.Busy < 0 || d.End < d.Start:
+					t.Errorf("dispatch %d: %+v", i, d)
+				case d.Layer < layer || d.Layer > layer+1:
+					t.Errorf("dispatch %d (%s) in layer %d after layer %d", i, d.Name, d.Layer, layer)
+				case d.Bytes < d.Weights || d.Bytes <= 0:
+					t.Errorf("dispatch %d (%s) reads %d bytes, %d of weights", i, d.Name, d.Bytes, d.Weights)
+				case strings.HasPrefix(d.Name, "matvec") && d.Weights == 0:
+					t.Errorf("dispatch %d (%s): a product that reads no weights", i, d.Name)
+				}
+				if strings.HasPrefix(d.Name, "flash_attn") {
+					// K and V, f16, at positions 0..6.
+					if kv := int64(2 * 2 * 7 * m.HP.KVHeads * m.HP.HeadDim); d.Bytes < kv {
+						t.Errorf("dispatch %d (%s) reads %d bytes, less than the KV cache's %d", i, d.Name, d.Bytes, kv)
+					}
+					attention++
+				}
+				layer = d.Layer
+				weights += d.Weights
+				sum += d.Gap + d.Busy
+				reach = max(reach, d.End)
+			}
+			if layer != m.HP.Layers || attention != m.HP.Layers {
+				t.Errorf("last layer %d, %d attention dispatches; want the output after %d layers of attention", layer, attention, m.HP.Layers)
+			}
+			if weights != want {
+				t.Errorf("the token read %d bytes of weights, want %d", weights, want)
+			}
+			if math.Abs(sum-reach) > 1e-6*max(1, reach) {
+				t.Errorf("gaps and busy times sum to %g µs, the token spans %g", sum, reach)
+			}
+			var b strings.Builder
+			engine.WriteWaterfall(&b, w)
+			t.Logf("%s", b.String())
+		})
+	}
+}

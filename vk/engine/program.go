@@ -56,6 +56,11 @@ type program struct {
 	// fz gathers decode's fused products (fuse.go); every op it does not
 	// take records what it holds first (flush).
 	fz fuser
+	// traffic is what each profiled dispatch reads, in recording order
+	// (count), and layer the layer of the latest one; empty without
+	// profiling.
+	traffic []traffic
+	layer   int
 }
 
 // actCopy is an activation rounded to 8 bits or to f16.
@@ -66,7 +71,8 @@ type actCopy struct {
 
 func newProgram(e *Engine, n int) (*program, error) {
 	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
-		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{}}
+		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{},
+		layer: -1}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
@@ -89,8 +95,9 @@ func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
 	return b, nil
 }
 
-// op records one kernel that reads the buffers of reads and writes those
-// of writes. A barrier goes before it only when it depends on a dispatch
+// op records one kernel that reads the ranges of reads and writes those
+// of writes: the barriers look at their buffers, the profile's waterfall
+// at the bytes read (count). A barrier goes before it only when it depends on a dispatch
 // since the last one: it reads or writes what one wrote, or writes what one
 // read. Independent neighbours (the q, k and v projections; gate and up)
 // then overlap on the GPU instead of each draining it first, which in
@@ -109,7 +116,11 @@ func (p *program) op(reads, writes []vk.Binding, record func() error) {
 		clear(p.read)
 		clear(p.written)
 	}
+	first := p.seq.Profiled()
 	p.fail(record())
+	if p.e.o.Profile {
+		p.count(first, reads, writes)
+	}
 	for _, b := range reads {
 		p.read[b.Buf] = true
 	}
@@ -149,7 +160,13 @@ func (p *program) Embed(dst, table backend.Tensor) {
 	p.flush()
 	d, w := act(dst), act(table)
 	p.vocab = w.rows
-	p.op(bindings(w.b, whole(p.tokens)), bindings(d.b), func() error {
+	// It reads one row of the table per token: the range listed is that
+	// many rows' bytes, for the waterfall.
+	rows := w.b
+	if rb, err := w.typ.RowBytes(w.cols); err == nil {
+		rows.Size = min(int64(rb)*int64(p.n), w.b.Size)
+	}
+	p.op(bindings(rows, whole(p.tokens)), bindings(d.b), func() error {
 		return p.e.k.Embed(p.seq, d.b, w.b, whole(p.tokens), w.typ, p.n, w.rows, w.cols)
 	})
 }
@@ -589,7 +606,13 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 		return fmt.Errorf("vulkan: %w", err)
 	}
 	if p.e.o.Profile {
-		p.e.account(p.n, p.seq.Timings())
+		ts := p.seq.Timings()
+		p.e.account(p.n, ts)
+		if p.n == 1 {
+			if w := waterfall(ts, p.traffic, pos, p.n, p.e.cache.Layers); w != nil {
+				p.e.lastToken = w
+			}
+		}
 	}
 	if p.host != nil {
 		if err := p.host.ReadF32(0, out); err != nil {
