@@ -190,18 +190,30 @@ func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 		t.Fatal(err)
 	}
 	V := m.HP.Vocab
+	// A router that nearly ties can choose another expert than llama.cpp's
+	// run wherever either side rounds otherwise than float32 (an f16 KV
+	// cache, f16 accumulators, 8-bit activations: a bound above 1e-3);
+	// float32 against float32 chooses alike, and is compared throughout.
+	// The closer to a tie counts, the coarser the rounding (the bound).
+	gap := max(routeTieGap, tol.Logit)
+	tied := func(i int) bool { return tol.Logit > 1e-3 && probe.ties[i] < gap }
 	for i, p := range g.Positions {
+		if tied(i) {
+			t.Logf("prompt position %d: router logits %.4f from a tie (under %g); not compared", i, probe.ties[i], gap)
+			continue
+		}
 		compareTop(t, "prompt position", i, logits[i*V:(i+1)*V], p.Top, tol)
 	}
+	lastTied := tied(len(toks) - 1)
 	last := append([]float32(nil), logits[(len(toks)-1)*V:]...)
 	pos := len(toks)
 	for step, want := range g.Greedy {
 		top := g.GreedyTop[step]
-		if tol.Logit >= f16AccTolerance && probe.tie < routeTieGap {
+		if lastTied {
 			// Our router nearly tied on the token whose logits these are:
-			// llama.cpp's, fed an f16-rounded cache, may have picked the
+			// llama.cpp's, or ours on an f16 cache, may have picked the
 			// other expert, and every step after sees that token's keys.
-			t.Logf("greedy step %d: router logits %.4f from a tie (under %g); stopping the comparison", step, probe.tie, routeTieGap)
+			t.Logf("greedy step %d: the router nearly tied (under %g); stopping the comparison", step, gap)
 			return
 		}
 		compareTop(t, "greedy step", step, last, top, tol)
@@ -221,6 +233,7 @@ func Check(t *testing.T, be backend.Backend, name string, tol Tolerance) {
 			t.Fatal(err)
 		}
 		last = append(last[:0], out...)
+		lastTied = tied(0)
 		pos++
 	}
 	// A continuation shorter than llama.cpp's 48 tokens ends with a token

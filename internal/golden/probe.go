@@ -8,19 +8,20 @@ import (
 )
 
 // routeTieGap is the gap in router logits below which a token's k-th and
-// (k+1)-th experts count as tied: llama.cpp's f16-accumulated prompt
-// leaves its KV cache, and so the router inputs of the continuation, off
-// by about that much (the tiny qwen3moe's step 2 has a gap of 0.009 and
-// picks the other expert in llama.cpp's run).
+// (k+1)-th experts count as tied: llama.cpp's f16-accumulated prompt, or
+// an engine's f16 KV cache, moves router inputs by about that much (the
+// tiny qwen3moe's Q4_K_M step 2 has a gap of 0.009 and picks the other
+// expert in llama.cpp's run; its F32 prompt's last token does on the
+// Vulkan engine's f16 cache, 0.4 away in its logits).
 const routeTieGap = 0.05
 
 // routeProbe wraps a backend so that a copy of every Route's logits is an
-// extra output of the program. After each run, tie holds the smallest gap
-// between the k-th and (k+1)-th router logits of the batch's last token
-// (whose logits the run returns) over every layer.
+// extra output of the program. After each run, ties[i] holds the smallest
+// gap between the k-th and (k+1)-th router logits of the batch's token i
+// over every layer (1e30 without a router).
 type routeProbe struct {
 	backend.Backend
-	tie float64
+	ties []float64
 }
 
 func (r *routeProbe) Record(n int, build func(backend.Ops)) (backend.Program, error) {
@@ -76,7 +77,11 @@ func (p *probeProgram) Run(tokens []int32, pos int, out []float32) error {
 	if err := p.Program.Run(tokens, pos, all); err != nil {
 		return err
 	}
-	p.probe.tie = 1e30
+	ties := p.probe.ties[:0]
+	for range tokens {
+		ties = append(ties, 1e30)
+	}
+	p.probe.ties = ties
 	off, dst := 0, 0
 	for _, o := range p.outs {
 		v := all[off : off+o.size]
@@ -88,10 +93,12 @@ func (p *probeProgram) Run(tokens []int32, pos int, out []float32) error {
 			dst += copy(out[dst:], v)
 			continue
 		}
-		if o.k < o.cols {
-			row := slices.Clone(v[len(v)-o.cols:])
-			slices.Sort(row)
-			p.probe.tie = min(p.probe.tie, float64(row[o.cols-o.k]-row[o.cols-o.k-1]))
+		for i := range ties {
+			if o.k < o.cols {
+				row := slices.Clone(v[i*o.cols : (i+1)*o.cols])
+				slices.Sort(row)
+				ties[i] = min(ties[i], float64(row[o.cols-o.k]-row[o.cols-o.k-1]))
+			}
 		}
 	}
 	return nil

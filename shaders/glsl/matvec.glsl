@@ -44,7 +44,7 @@ layout(constant_id = 5) const uint UNROLL = 1; // consecutive slices per lane pe
 layout(constant_id = 6) const bool RESID = false;
 
 
-#ifndef STACK
+#if !defined(STACK) && !defined(MOE_ID)
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 #endif
 layout(binding = 1) readonly buffer Wts { uint W[]; };
@@ -61,7 +61,10 @@ layout(binding = 2) readonly buffer XD { float xd[]; };
 #else
 layout(binding = 2) readonly buffer X { vec4 x4[]; };
 #endif
-#ifndef STACK
+#ifdef MOE_ID
+// The expert variant's bindings, push constants and row map.
+#include "matvec_id.glsl"
+#elif !defined(STACK)
 layout(binding = 3) readonly buffer R { float res[]; };
 
 layout(push_constant) uniform Push {
@@ -76,6 +79,9 @@ layout(push_constant) uniform Push {
 // loop stays branch-free, so the compiler can issue every row's loads
 // before using any.
 #define ROW_BASE(r) (min(row0 + (r), pc.M - 1u) * pc.rowBytes)
+#endif
+#ifndef XBASE
+#define XBASE 0u // the first x row's place in x4 (matvec_id.glsl: the slot's)
 #endif
 
 #include "dequant.glsl"
@@ -170,6 +176,10 @@ void main() {
     if (!stack_rows(group)) {
         return; // whole workgroup: barriers below stay uniform
     }
+#elif defined(MOE_ID)
+    if (!id_rows(group)) {
+        return; // whole workgroup: barriers below stay uniform
+    }
 #else
     if (group >= pc.groups) {
         return; // whole workgroup: barriers below stay uniform
@@ -240,7 +250,7 @@ void main() {
                         uint k4 = (k0 + slice_val(s, g)) / 4u + i;
                         vec4 v = vec4(0.0);
                         if (!QFLOAT || 4u * (g * GV + i) < lim) {
-                            v = x4[n * xrow4 + k4];
+                            v = x4[XBASE + n * xrow4 + k4];
                         }
                         xv[n * 8u + g * GV + i] = v;
                         sum += v;
@@ -286,6 +296,14 @@ void main() {
 #ifdef STACK
     if (gl_LocalInvocationID.x == 0u) {
         stack_epilogue();
+    }
+#elif defined(MOE_ID)
+    if (gl_LocalInvocationID.x == 0u) {
+        for (uint r = 0u; r < ROWS; r++) {
+            if (row0 + r < pc.M) {
+                dst[id_slot * pc.M + row0 + r] = red_v[r]; // NCOLS is 1
+            }
+        }
     }
 #else
     if (gl_LocalInvocationID.x == 0u) {

@@ -18,6 +18,7 @@ import (
 	"github.com/vkinfer/vkinfer/internal/golden"
 	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/vk/engine"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
 // open returns the engine on a new validated Vulkan device (lavapipe in CI);
@@ -83,9 +84,6 @@ func TestGoldenVulkan(t *testing.T) {
 // with the bounds of TestGoldenVulkan.
 func TestGoldenArchVulkan(t *testing.T) {
 	for name, tol := range golden.ArchFiles(t) {
-		if strings.Contains(name, "qwen3moe") {
-			continue // the engine records no mixture of experts yet (errMoE)
-		}
 		tol.Logit = max(tol.Logit, kvTolerance)
 		for _, w := range []int{32, 64} {
 			t.Run(fmt.Sprintf("%s/wave%d", filepath.Base(name), w), func(t *testing.T) {
@@ -109,7 +107,7 @@ func TestArchMatchesCPU(t *testing.T) {
 	for i := range long {
 		long[i] = int32(3 + (i*97+11)%500)
 	}
-	for _, m := range []string{"tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama31"} {
+	for _, m := range []string{"tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama31", "tiny-qwen3moe"} {
 		for _, ft := range []string{"", "-q4_k_m"} {
 			t.Run(m+ft, func(t *testing.T) {
 				f, err := gguf.Open(fixtures.Path(t, "arch", m+ft+".gguf"))
@@ -129,6 +127,13 @@ func TestArchMatchesCPU(t *testing.T) {
 					tol float64
 				}{{16, 3e-3}, {8, 4e-4}, {1, 4e-4}} {
 					ub := c.ub
+					if strings.Contains(m, "moe") && ub > kernels.MaxMatVecCols {
+						// The router magnifies the f16 weight tiles' rounding:
+						// the renormalised weights of two close experts
+						// follow the difference of their logits (measured:
+						// 3.8e-3 of the largest logit).
+						c.tol = 6e-3
+					}
 					ref := cpu.New(0)
 					ref.F16KV = true
 					want := forwardPrompt(t, f, ref, ub, long)

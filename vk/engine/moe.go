@@ -1,18 +1,122 @@
 package engine
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
-// errMoE is what recording a mixture-of-experts model on the Vulkan engine
-// gives until its kernels land (issue 19).
-var errMoE = errors.New("mixture-of-experts ops (route, mul_mat_id, moe_sum) are not on the Vulkan engine yet: run with --backend cpu")
+// A mixture of experts runs as three kernels (docs/KERNELS.md): route.comp
+// writes each token's expert ids and weights on the device, matvec_id.comp
+// multiplies by the chosen experts' matrices only, reading the ids where
+// route left them (no host round trip: the token is recorded once and
+// replayed), and moe_sum.comp mixes the experts' outputs into the residual.
 
-func (p *program) Route(ids, weights, logits backend.Tensor, k int, norm bool) { p.fail(errMoE) }
-func (p *program) MatMulID(dst, w, x, ids backend.Tensor)                      { p.fail(errMoE) }
-func (p *program) MoESum(dst, y, weights, r backend.Tensor)                    { p.fail(errMoE) }
-func (o *planOps) Route(ids, weights, logits backend.Tensor, k int, norm bool) { o.fail(errMoE) }
-func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor)                      { o.fail(errMoE) }
-func (o *planOps) MoESum(dst, y, weights, r backend.Tensor)                    { o.fail(errMoE) }
+// checkRoute validates Route's shapes.
+func checkRoute(id, w, l *tensor, k int) error {
+	if k < 1 || k > l.cols || l.cols > kernels.MaxExperts || id.rows != l.rows || w.rows != l.rows || id.cols != k || w.cols != k {
+		return fmt.Errorf("route: top %d of logits %dx%d (at most %d experts) into ids %dx%d and weights %dx%d",
+			k, l.rows, l.cols, kernels.MaxExperts, id.rows, id.cols, w.rows, w.cols)
+	}
+	return nil
+}
+
+// checkMatMulID validates MatMulID's shapes against the experts Route
+// chose among (0: ids that no Route wrote) and returns them.
+func checkMatMulID(d, m, a, id *tensor, experts int) error {
+	if d.cols == 0 || experts == 0 || m.rows != experts*d.cols || d.rows != id.rows*id.cols || a.cols != m.cols || (a.rows != id.rows && a.rows != d.rows) {
+		return fmt.Errorf("mul_mat_id: experts %dx%d, x %dx%d, ids %dx%d routing among %d experts (0: not written by Route), dst %dx%d",
+			m.rows, m.cols, a.rows, a.cols, id.rows, id.cols, experts, d.rows, d.cols)
+	}
+	return nil
+}
+
+// checkMoESum validates MoESum's shapes.
+func checkMoESum(d, y, w, r *tensor) error {
+	if r.rows != d.rows || r.cols != d.cols || w.rows != d.rows || y.rows != d.rows*w.cols || y.cols != d.cols {
+		return fmt.Errorf("moe_sum: dst %dx%d, experts' outputs %dx%d, weights %dx%d, residual %dx%d",
+			d.rows, d.cols, y.rows, y.cols, w.rows, w.cols, r.rows, r.cols)
+	}
+	return nil
+}
+
+func (p *program) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
+	p.flush()
+	id, w, l := act(ids), act(weights), act(logits)
+	if err := checkRoute(id, w, l, k); err != nil {
+		p.fail(err)
+		return
+	}
+	p.routed[id] = l.cols
+	p.op(bindings(l.b), bindings(id.b, w.b), func() error {
+		return p.e.k.Route(p.seq, id.b, w.b, l.b, l.rows, l.cols, k, norm)
+	})
+}
+
+func (p *program) MatMulID(dst, w, x, ids backend.Tensor) {
+	p.flush()
+	d, m, a, id := act(dst), act(w), act(x), act(ids)
+	experts := p.routed[id]
+	if err := checkMatMulID(d, m, a, id, experts); err != nil {
+		p.fail(err)
+		return
+	}
+	// The kernel reads at most one expert per slot: that is the range the
+	// profile's waterfall counts, not the whole stack the binding spans.
+	chosen := m.b
+	if rb, err := m.typ.RowBytes(m.cols); err == nil {
+		chosen.Size = int64(min(d.rows, experts)) * int64(d.cols) * int64(rb)
+	}
+	p.op(bindings(chosen, a.b, id.b), bindings(d.b), func() error {
+		return p.e.k.MatVecID(p.seq, d.b, m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, experts, d.cols, m.cols)
+	})
+}
+
+func (p *program) MoESum(dst, y, weights, r backend.Tensor) {
+	p.flush()
+	d, ys, w, res := act(dst), act(y), act(weights), act(r)
+	if err := checkMoESum(d, ys, w, res); err != nil {
+		p.fail(err)
+		return
+	}
+	p.op(bindings(ys.b, w.b, res.b), bindings(d.b), func() error {
+		return p.e.k.MoESum(p.seq, d.b, ys.b, w.b, res.b, d.rows, d.cols, w.cols)
+	})
+}
+
+func (o *planOps) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
+	o.flush()
+	id, w, l := act(ids), act(weights), act(logits)
+	if err := checkRoute(id, w, l, k); err != nil {
+		o.fail(err)
+		return
+	}
+	o.routed[id] = l.cols
+	o.add(fmt.Sprintf("route top %d of %d", k, l.cols), 0, o.pl.e.k.RouteSpec(norm))
+	o.wrote(id)
+	o.wrote(w)
+}
+
+func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
+	o.flush()
+	d, m, a, id := act(dst), act(w), act(x), act(ids)
+	if err := checkMatMulID(d, m, a, id, o.routed[id]); err != nil {
+		o.fail(err)
+		return
+	}
+	k := o.pl.e.k
+	o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", o.routed[id], d.cols, m.cols, m.typ, k.MatVec), 0, k.MatVecIDSpec(m.typ, k.MatVec))
+	o.wrote(d)
+}
+
+func (o *planOps) MoESum(dst, y, weights, r backend.Tensor) {
+	o.flush()
+	d := act(dst)
+	if err := checkMoESum(d, act(y), act(weights), act(r)); err != nil {
+		o.fail(err)
+		return
+	}
+	o.add(fmt.Sprintf("moe_sum %d", d.cols), 0, o.pl.e.k.MoESumSpec())
+	o.wrote(d)
+}

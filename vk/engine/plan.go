@@ -87,7 +87,7 @@ func (pl *Plan) Record(n int, build func(backend.Ops)) (backend.Program, error) 
 	if n == 1 {
 		kind = "decode"
 	}
-	o := &planOps{pl: pl, n: n, kind: kind, q8: map[*tensor]bool{}}
+	o := &planOps{pl: pl, n: n, kind: kind, q8: map[*tensor]bool{}, routed: map[*tensor]int{}}
 	o.fz = pl.e.fuser(n, func(a, b *tensor) bool { return true })
 	build(o)
 	o.flush()
@@ -120,7 +120,8 @@ type planOps struct {
 	prod *tensor // program.prod
 	fz   fuser   // program.fz; a plan's weights have no buffers, and the
 	// arena keeps a stack's in one (Engine.Weight)
-	err error
+	routed map[*tensor]int // program.routed
+	err    error
 }
 
 func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {

@@ -61,6 +61,9 @@ type program struct {
 	// profiling.
 	traffic []traffic
 	layer   int
+	// routed holds the id tensors Route writes, with the number of experts
+	// routed among: MatMulID takes no others (moe.go).
+	routed map[*tensor]int
 }
 
 // actCopy is an activation rounded to 8 bits or to f16.
@@ -72,7 +75,7 @@ type actCopy struct {
 func newProgram(e *Engine, n int) (*program, error) {
 	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
 		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{},
-		layer: -1}
+		layer: -1, routed: map[*tensor]int{}}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {

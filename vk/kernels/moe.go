@@ -1,0 +1,156 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// MaxExperts is the most experts Route chooses among (route.comp's
+// shared-memory capacity, MAXE).
+const MaxExperts = 1024
+
+// Route records route.comp: for each of rows tokens, softmax over the E
+// router logits (rows × E), the k most probable experts into ids (rows × k,
+// exact f32 integers, descending, ties to the lower index) and their
+// probabilities into weights (rows × k), renormalised to sum 1 when norm.
+func (k *Kernels) Route(s *vk.Sequence, ids, weights, logits vk.Binding, rows, experts, topK int, norm bool) error {
+	if err := positive("route", rows, experts, topK); err != nil {
+		return err
+	}
+	if topK > experts || experts > MaxExperts {
+		return fmt.Errorf("kernels: route: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
+	}
+	if err := positive("route", rows, experts); err != nil { // logit indices
+		return err
+	}
+	if err := need("route logits", logits, f32(rows*experts)); err != nil {
+		return err
+	}
+	if err := need("route ids", ids, f32(rows*topK)); err != nil {
+		return err
+	}
+	if err := need("route weights", weights, f32(rows*topK)); err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.RouteSpec(norm))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(rows)
+	s.Label(fmt.Sprintf("top %d of %d", topK, experts))
+	s.Dispatch(p, []vk.Binding{logits, ids, weights}, vk.Push(uint32(rows), uint32(experts), uint32(topK)), gx, gy, 1)
+	return nil
+}
+
+// RouteSpec is the pipeline Route builds.
+func (k *Kernels) RouteSpec(norm bool) vk.PipelineSpec {
+	return spec("route", 3, 12, 0, Lanes, MaxExperts, b32(norm))
+}
+
+// MatVecID records matvec_id.comp, llama.cpp's mul_mat_id for decode: w
+// holds experts matrices of rows × K (expert e's row r at row e·rows + r),
+// ids holds an expert per slot (Route's output: slots = tokens·topK), and
+// dst[slot] = W_ids[slot] · x_slot, x_slot being x's row slot when x has a
+// row per slot (xRows == slots) or row slot/topK when it has one per token
+// (xRows == slots/topK). Only the chosen experts' rows are read. The shape
+// is k.MatVec's.
+func (k *Kernels) MatVecID(s *vk.Sequence, dst, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int) error {
+	return k.MatVecIDWith(s, dst, w, x, ids, t, slots, topK, xRows, experts, rows, K, k.MatVec)
+}
+
+// MatVecIDWith is MatVecID in shape sh (Lanes, Rows and Unroll as the
+// matrix-vector kernel's).
+func (k *Kernels) MatVecIDWith(s *vk.Sequence, dst, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) error {
+	const name = "matvec_id"
+	if err := positive(name, slots, topK, experts); err != nil {
+		return err
+	}
+	perSlot := xRows == slots
+	if !perSlot && (slots%topK != 0 || xRows != slots/topK) {
+		return fmt.Errorf("kernels: %s: %d x rows for %d slots of %d per token", name, xRows, slots, topK)
+	}
+	if err := positive(name, experts, rows); err != nil { // weight rows
+		return err
+	}
+	rb, err := weightRow(name, t, experts*rows, K)
+	if err != nil {
+		return err
+	}
+	if K%4 != 0 {
+		return fmt.Errorf("kernels: %s: rows of %d values: need a multiple of 4 (x is read as vec4)", name, K)
+	}
+	if err := positive(name, slots, rows); err != nil { // dst indices
+		return err
+	}
+	if err := positive(name, xRows, K); err != nil { // x indices
+		return err
+	}
+	if err := need(name+" dst", dst, f32(slots*rows)); err != nil {
+		return err
+	}
+	if err := need(name+" weights", w, round4(int64(experts)*int64(rows)*int64(rb))); err != nil {
+		return err
+	}
+	if err := need(name+" x", x, f32(xRows*K)); err != nil {
+		return err
+	}
+	if err := need(name+" ids", ids, f32(slots)); err != nil {
+		return err
+	}
+	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
+		return fmt.Errorf("kernels: %s: shape %+v", name, sh)
+	}
+	if w.Off%16 != 0 { // read as 16-byte words, as matvec
+		return fmt.Errorf("kernels: %s: weights at offset %d: need a multiple of 16", name, w.Off)
+	}
+	groups := ceil(rows, sh.Rows)
+	if err := positive(name, groups, slots); err != nil { // workgroup indices
+		return err
+	}
+	p, err := k.pipeline(k.MatVecIDSpec(t, sh))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(groups * slots)
+	s.Label(fmt.Sprintf("%d experts of %dx%d %s, %d slots", experts, rows, K, t, slots))
+	s.Dispatch(p, []vk.Binding{dst, w, x, ids},
+		vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups), uint32(slots), uint32(topK), b32(perSlot), uint32(experts)),
+		gx, gy, 1)
+	return nil
+}
+
+// MatVecIDSpec is the pipeline MatVecIDWith builds for weights of type t
+// in shape sh.
+func (k *Kernels) MatVecIDSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
+	return spec("matvec_id", 4, 32, sh.Wave,
+		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
+}
+
+// MoESum records moe_sum.comp: dst[i] = (Σ_j weights[i][j]·y[i·topK+j]) +
+// r[i] for rows × cols, y holding rows·topK rows; dst may be r.
+func (k *Kernels) MoESum(s *vk.Sequence, dst, y, weights, r vk.Binding, rows, cols, topK int) error {
+	if err := positive("moe_sum", rows, cols, topK); err != nil { // y indices
+		return err
+	}
+	for _, b := range []struct {
+		what string
+		b    vk.Binding
+		n    int
+	}{{"dst", dst, rows * cols}, {"y", y, rows * topK * cols}, {"weights", weights, rows * topK}, {"residual", r, rows * cols}} {
+		if err := need("moe_sum "+b.what, b.b, f32(b.n)); err != nil {
+			return err
+		}
+	}
+	p, err := k.pipeline(k.MoESumSpec())
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(ceil(rows*cols, Lanes))
+	s.Dispatch(p, []vk.Binding{dst, y, weights, r}, vk.Push(uint32(rows), uint32(cols), uint32(topK)), gx, gy, 1)
+	return nil
+}
+
+// MoESumSpec is the pipeline MoESum builds.
+func (k *Kernels) MoESumSpec() vk.PipelineSpec { return spec("moe_sum", 4, 12, 0, Lanes) }

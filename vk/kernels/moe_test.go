@@ -1,0 +1,200 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// routeRef is the router in float64: the k most probable experts of
+// softmax(x) (ties to the lower index) and their probabilities,
+// renormalised (sum clamped at 6.1e-5) when norm.
+func routeRef(x []float32, k int, norm bool) (ids []int, w []float64) {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = max(mx, float64(v))
+	}
+	p := make([]float64, len(x))
+	var sum float64
+	for e, v := range x {
+		p[e] = math.Exp(float64(v) - mx)
+		sum += p[e]
+	}
+	order := make([]int, len(x))
+	for e := range order {
+		order[e] = e
+		p[e] /= sum
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case p[a] > p[b]:
+			return -1
+		case p[a] < p[b]:
+			return 1
+		}
+		return 0
+	})
+	var s float64
+	for _, e := range order[:k] {
+		w = append(w, p[e])
+		s += p[e]
+	}
+	if norm {
+		for j := range w {
+			w[j] /= max(s, 6.103515625e-5)
+		}
+	}
+	return order[:k], w
+}
+
+// TestRoute checks route.comp against the float64 router on random logits
+// (Qwen3-30B-A3B's 128 experts and 8 used, the tiny model's 8 and 2, every
+// expert used, more experts than lanes, one), with and without
+// renormalisation, the last row with one expert far ahead, whose
+// runners-up all have probability 0 and are taken in index order.
+func TestRoute(t *testing.T) {
+	k := setup(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, c := range []struct{ e, k, n int }{{8, 2, 7}, {128, 8, 3}, {7, 3, 1}, {5, 5, 2}, {1, 1, 1}, {300, 7, 2}, {MaxExperts, 4, 1}} {
+		for _, norm := range []bool{true, false} {
+			t.Run(fmt.Sprintf("e%d/k%d/n%d/norm=%v", c.e, c.k, c.n, norm), func(t *testing.T) {
+				logits := normals(rng, c.n*c.e, 3)
+				last := logits[(c.n-1)*c.e:]
+				clear(last)
+				last[c.e/2] = 1000
+				lb := floatBuffer(t, logits)
+				ib, wb := buffer(t, f32(c.n*c.k), nil), buffer(t, f32(c.n*c.k), nil)
+				run(t, func(s *vk.Sequence) error {
+					return k.Route(s, whole(ib), whole(wb), whole(lb), c.n, c.e, c.k, norm)
+				})
+				ids, w := read(t, ib, 0, c.n*c.k), read(t, wb, 0, c.n*c.k)
+				for i := range c.n {
+					wantIDs, wantW := routeRef(logits[i*c.e:(i+1)*c.e], c.k, norm)
+					for j := range c.k {
+						if got := ids[i*c.k+j]; got != float32(wantIDs[j]) {
+							t.Fatalf("token %d slot %d: expert %v, want %d (ids %v)", i, j, got, wantIDs[j], ids[i*c.k:(i+1)*c.k])
+						}
+						if got := float64(w[i*c.k+j]); math.Abs(got-wantW[j]) > 1e-6 {
+							t.Fatalf("token %d slot %d: weight %v, want %v", i, j, got, wantW[j])
+						}
+					}
+				}
+			})
+		}
+	}
+	if err := k.Route(nil, vk.Binding{}, vk.Binding{}, vk.Binding{}, 1, 4, 5, true); err == nil {
+		t.Error("top 5 of 4 experts recorded")
+	}
+	if err := k.Route(nil, vk.Binding{}, vk.Binding{}, vk.Binding{}, 1, MaxExperts+1, 1, true); err == nil {
+		t.Error("more experts than route.comp holds recorded")
+	}
+}
+
+// TestMatVecID checks the expert products against float64 products of the
+// dequantized experts for every weight type, with every expert chosen,
+// one chosen by every slot (the others by none), random choices and an id
+// out of range (clamped to the last expert); x per token and per slot;
+// 1, 3 and 9 tokens of 2 slots; rows that leave the last workgroup partial;
+// two shapes.
+func TestMatVecID(t *testing.T) {
+	k := setup(t)
+	const experts, topK = 6, 2
+	choices := map[string]func(r *rand.Rand, s int) int{
+		"all":    func(_ *rand.Rand, s int) int { return s % experts },
+		"one":    func(*rand.Rand, int) int { return 4 },
+		"random": func(r *rand.Rand, _ int) int { return r.IntN(experts) },
+		"clamp":  func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] },
+	}
+	shapes := []MatVecShape{k.MatVec, {32, 3, 2, 0}}
+	i := 0
+	for _, qt := range WeightTypes {
+		for name, choose := range choices {
+			for _, perSlot := range []bool{false, true} {
+				n := []int{1, 3, 9}[i%3]
+				sh := shapes[i%len(shapes)]
+				rows := []int{7, 33, 1}[i%3]
+				K := kFor(qt)[i%2]
+				i++
+				t.Run(fmt.Sprintf("%s/%s/perslot=%v/n%d/%dx%d/%s", qt, name, perSlot, n, rows, K, sh), func(t *testing.T) {
+					r := rand.New(rand.NewPCG(uint64(i), 13))
+					raw, deq := quantized(t, r, qt, experts*rows, K)
+					slots := n * topK
+					xRows := n
+					if perSlot {
+						xRows = slots
+					}
+					x := normals(r, xRows*K, 1)
+					ids := make([]float32, slots)
+					for s := range ids {
+						ids[s] = float32(choose(r, s))
+					}
+					const wOff = 256
+					wb := buffer(t, wOff+int64(len(raw)), nil)
+					if err := wb.Write(wOff, pad4(raw)); err != nil {
+						t.Fatal(err)
+					}
+					xb, ib := floatBuffer(t, x), floatBuffer(t, ids)
+					db := buffer(t, f32(slots*rows), nil)
+					run(t, func(s *vk.Sequence) error {
+						return k.MatVecIDWith(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(xb), whole(ib), qt, slots, topK, xRows, experts, rows, K, sh)
+					})
+					want, scale := make([]float64, slots*rows), make([]float64, slots*rows)
+					for s := range slots {
+						e := min(int(ids[s]), experts-1)
+						xr := s
+						if !perSlot {
+							xr = s / topK
+						}
+						w1, s1 := matRef(deq[e*rows*K:(e+1)*rows*K], x[xr*K:(xr+1)*K], 1, rows, K)
+						copy(want[s*rows:], w1)
+						copy(scale[s*rows:], s1)
+					}
+					compare(t, "dst", read(t, db, 0, slots*rows), want, scale, dotTol(K))
+				})
+			}
+		}
+	}
+	if err := k.MatVecID(nil, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, quant.F32, 4, 2, 3, 2, 1, 4); err == nil {
+		t.Error("3 x rows for 4 slots of 2 recorded")
+	}
+}
+
+// TestMoESum checks moe_sum.comp against the formula in float64, with dst
+// the residual and a buffer of its own.
+func TestMoESum(t *testing.T) {
+	k := setup(t)
+	rng := rand.New(rand.NewPCG(14, 15))
+	for _, c := range []struct{ n, k, cols int }{{1, 2, 7}, {3, 8, 33}, {9, 1, 257}} {
+		for _, alias := range []bool{true, false} {
+			t.Run(fmt.Sprintf("n%d/k%d/c%d/dst=r:%v", c.n, c.k, c.cols, alias), func(t *testing.T) {
+				y, w, r := normals(rng, c.n*c.k*c.cols, 3), normals(rng, c.n*c.k, 1), normals(rng, c.n*c.cols, 5)
+				yb, wb, rb := floatBuffer(t, y), floatBuffer(t, w), floatBuffer(t, r)
+				db := rb
+				if !alias {
+					db = buffer(t, f32(c.n*c.cols), nil)
+				}
+				run(t, func(s *vk.Sequence) error {
+					return k.MoESum(s, whole(db), whole(yb), whole(wb), whole(rb), c.n, c.cols, c.k)
+				})
+				want, scale := make([]float64, c.n*c.cols), make([]float64, c.n*c.cols)
+				for i := range c.n {
+					for col := range c.cols {
+						v, a := float64(r[i*c.cols+col]), math.Abs(float64(r[i*c.cols+col]))
+						for j := range c.k {
+							p := float64(w[i*c.k+j]) * float64(y[(i*c.k+j)*c.cols+col])
+							v += p
+							a += math.Abs(p)
+						}
+						want[i*c.cols+col], scale[i*c.cols+col] = v, a
+					}
+				}
+				compare(t, "dst", read(t, db, 0, c.n*c.cols), want, scale, float64(c.k+2)*eps32)
+			})
+		}
+	}
+}
