@@ -174,3 +174,40 @@ func name(dev Device) string {
 	}
 	return fmt.Sprintf("device %#x:%#x", dev.VendorID, dev.DeviceID)
 }
+
+// MatVecWave is the subgroup size the decode matrix-vector products
+// (matvec, matvec_q8, matvec_stack) require on dev for a --wave request
+// (0: the policy's), or 0 for the driver's choice. Their workgroups of 32
+// to 128 lanes reduce across subgroups through shared memory, so unlike
+// flash attention they are correct at any subgroup size and never emulate
+// one: a request the device cannot pin (64 on NVIDIA, anything on
+// lavapipe or where requiredSubgroupSizeStages lacks compute) leaves the
+// driver's.
+//
+//   - AMD RDNA (minSubgroupSize 32, size control) → 64. Read from the AMD
+//     compile matrix (docs/AMD.md, "The matrix-vector wave"): RDNA caps a
+//     SIMD at 16 waves (20 on RDNA1) of either size, and at wave64 ACO
+//     needs no more registers per lane than at wave32, so wave64 keeps as
+//     many lanes, and bytes of weights, in flight on RDNA1 and up to twice
+//     as many on RDNA2-4 (navi31's 8-bit products: 16 wave64 against 16
+//     wave32 per SIMD).
+//   - Everything else → the driver's choice. GCN and NVIDIA have one size;
+//     Intel's compiler picks SIMD8/16/32 per shader by register pressure,
+//     and pinning 32 there would override it unmeasured.
+func MatVecWave(dev Device, request int) int {
+	lo, hi := dev.subgroupRange()
+	w := request
+	if w == 0 {
+		if dev.VendorID != VendorAMD || lo != 32 {
+			return 0
+		}
+		w = rdnaMatVecWave
+	}
+	if dev.SizeControl && lo <= w && w <= hi {
+		return w
+	}
+	return 0
+}
+
+// rdnaMatVecWave is MatVecWave's choice on RDNA.
+const rdnaMatVecWave = 64

@@ -185,3 +185,90 @@ func TestWaveLimits(t *testing.T) {
 		t.Error("ParseWave(48) accepted")
 	}
 }
+
+// matVecRecorded is the subgroup size the matrix-vector products require
+// on each recorded device (0: the driver's choice) for --wave auto, 32
+// and 64. Every file of testdata/devices must be listed.
+var matVecRecorded = map[string][3]int{
+	// RDNA1-4 with a pinnable compute stage: the policy's 64, and either
+	// size on request.
+	"amd-rx5700xt-radv.json":   {64, 32, 64},
+	"amd-rx5700xt-amdwin.json": {64, 32, 64},
+	"amd-rx6600-radv.json":     {64, 32, 64},
+	"amd-rx6800xt-amdwin.json": {64, 32, 64},
+	"amd-rx7800xt-radv.json":   {64, 32, 64},
+	"amd-rx7800xt-amdwin.json": {64, 32, 64},
+	"amd-rx9070xt-radv.json":   {64, 32, 64},
+	"amd-rx9070xt-amdwin.json": {64, 32, 64},
+	// RDNA that cannot pin a size, or whose record hides its range: the
+	// driver's, whatever is asked (the products are correct at any size).
+	"amd-rx6500xt-amdpal-edgecase.json": {0, 0, 0},
+	"amd-rx7900xtx-radv.json":           {0, 0, 0},
+	"amd-radeon8060s-radv.json":         {0, 0, 0},
+	"amd-radeon8060s-amdvlk.json":       {0, 0, 0},
+	"amd-780m-radv.json":                {0, 0, 0},
+	// GCN: its one size; AMD's Windows driver lets 64 be pinned.
+	"amd-rx580-radv.json":        {0, 0, 0},
+	"amd-rx580-amdwin.json":      {0, 0, 64},
+	"amd-radeonprovii-radv.json": {0, 0, 0},
+	// NVIDIA and Intel: the driver's by default; 32 pinned on request where
+	// the stage is listed, 64 impossible (no emulation: the driver's).
+	"nvidia-rtx4070-nvidia.json":       {0, 32, 0},
+	"nvidia-rtx2070-nvidia-linux.json": {0, 32, 0},
+	"nvidia-h200-proprietary.json":     {0, 0, 0},
+	"intel-arc-a770-anv.json":          {0, 32, 0},
+	"intel-arc-a770-intelwin.json":     {0, 32, 0},
+	"intel-irisxe-tgl-anv.json":        {0, 32, 0},
+	// lavapipe: subgroups of 8 only.
+	"cpu-llvmpipe-lavapipe.json": {0, 0, 0},
+	"lavapipe-mesa22.json":       {0, 0, 0},
+}
+
+func TestMatVecWaveRecordedDevices(t *testing.T) {
+	dir := filepath.Dir(fixtures.Path(t, "devices", "README.md"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no device records in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		base := filepath.Base(f)
+		want, ok := matVecRecorded[base]
+		if !ok {
+			t.Errorf("no matrix-vector expectation for %s: add it to the table", base)
+			continue
+		}
+		dev, err := LoadDevice(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, req := range []int{0, 32, 64} {
+			if got := MatVecWave(dev, req); got != want[i] {
+				t.Errorf("%s: MatVecWave(--wave %d) = %d, want %d", base, req, got, want[i])
+			}
+		}
+	}
+	if len(files) != len(matVecRecorded) {
+		t.Errorf("%d expectations for %d device records", len(matVecRecorded), len(files))
+	}
+}
+
+// TestMatVecWaveByProperties: RDNA is told from GCN by its range, not its
+// name or default, and the policy never returns a size the device cannot
+// pin.
+func TestMatVecWaveByProperties(t *testing.T) {
+	rdna := Device{VendorID: VendorAMD, Name: "AMD Radeon (RADV GFX1100)", SubgroupSize: 64, MinSubgroupSize: 32, MaxSubgroupSize: 64, SizeControl: true}
+	gcn := rdna
+	gcn.MinSubgroupSize = 64
+	noStage := rdna
+	noStage.SizeControl = false
+	nvidia := Device{VendorID: VendorNVIDIA, SubgroupSize: 32, MinSubgroupSize: 32, MaxSubgroupSize: 32, SizeControl: true}
+	for _, c := range []struct {
+		name string
+		dev  Device
+		want int
+	}{{"rdna", rdna, 64}, {"gcn with an rdna name", gcn, 0}, {"rdna without size control", noStage, 0}, {"nvidia", nvidia, 0}} {
+		if got := MatVecWave(c.dev, 0); got != c.want {
+			t.Errorf("%s: MatVecWave = %d, want %d", c.name, got, c.want)
+		}
+	}
+}

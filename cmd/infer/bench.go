@@ -33,7 +33,7 @@ func benchCmd(args []string) error {
 	fs.IntSliceVar(&c.UBatch, "ubatch-size", c.UBatch, "prompt tokens per forward program (also -ub)")
 	fs.IntVarP(&c.Reps, "repetitions", "r", c.Reps, "timed repetitions of each test")
 	fs.IntSliceVar(&c.FlashAttn, "flash-attn", c.FlashAttn, "1: flash attention, 0: the plain attention kernel (also -fa)")
-	fs.StringSliceVar(&waves, "wave", []string{"auto"}, "flash-attention wave: 32, 64 or auto")
+	fs.StringSliceVar(&waves, "wave", []string{"auto"}, "flash attention's lane group and the matrix-vector products' subgroup size: 32, 64 or auto, comma list")
 	fs.StringVar(&lo.backend, "backend", "auto", "cpu, vulkan or auto")
 	fs.IntVar(&ngl, "n-gpu-layers", 99, "llama-bench's -ngl: 0 runs on the CPU backend; any other value offloads every layer (also -ngl)")
 	fs.IntVar(&lo.device, "device", -1, "Vulkan device index from 'infer devices' (-1: best)")

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
+	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/gguf"
 	"github.com/vkinfer/vkinfer/model"
@@ -27,12 +28,17 @@ func checkCmd(args []string) error {
 		tol     = fs.Float64("tolerance", 0, "largest |GPU − CPU| logit difference allowed, relative to the largest |logit| (0: 2e-3, as prefill stages weights as f16; 3e-2 with 8-bit activations)")
 		intDot  = fs.String("int-dot", "auto", intDotUsage)
 		coop    = fs.String("coopmat", "auto", coopMatUsage)
+		waveArg = fs.String("wave", "auto", waveUsage)
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n < 1 {
 		return fmt.Errorf("-n %d: need at least one token", *n)
+	}
+	wave, err := attention.ParseWave(*waveArg)
+	if err != nil {
+		return err
 	}
 	dot, err := parseIntDot(*intDot)
 	if err != nil {
@@ -79,7 +85,7 @@ func checkCmd(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		e, err := engine.New(dev, engine.Options{OwnDevice: true, IntDot: dot, CoopMat: coopMat})
+		e, err := engine.New(dev, engine.Options{OwnDevice: true, Wave: wave, IntDot: dot, CoopMat: coopMat})
 		if err != nil {
 			dev.Close()
 			return nil, err
@@ -90,7 +96,9 @@ func checkCmd(args []string) error {
 				*tol = 3e-2
 			}
 		}
-		fmt.Fprintf(os.Stderr, "check: %s (matrix products: %s) vs the CPU engine\n", e.Name(), describeProducts(e))
+		w, sg := e.Wave()
+		fmt.Fprintf(os.Stderr, "check: %s (matrix products: %s; flash attention wave%d on subgroups of %d; matrix-vector products on %s) vs the CPU engine\n",
+			e.Name(), describeProducts(e), w, sg, describeMatVecWave(e))
 		return model.Load(f, e, opts)
 	})
 	if err != nil {

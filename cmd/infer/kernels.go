@@ -59,7 +59,7 @@ func kernelsCmd(args []string) error {
 	)
 	fs.StringVarP(&spec, "model", "m", "", "GGUF path or synth:PRESET[:FTYPE] (only its shapes are read)")
 	fs.IntVar(&device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
-	fs.StringSliceVar(&waves, "wave", nil, "flash-attention lane groups: 32, 64 or auto, comma list (default: every one the device can run)")
+	fs.StringSliceVar(&waves, "wave", nil, "flash attention's lane groups and the matrix-vector products' subgroup sizes: 32, 64 or auto, comma list (default: every lane group the device can run)")
 	fs.StringVar(&intDotFlag, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&coopFlag, "coopmat", "auto", coopMatUsage)
 	fs.BoolVarP(&flash, "flash-attn", "a", true, "flash attention (false: the plain attention kernel)")

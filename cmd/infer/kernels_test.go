@@ -37,7 +37,8 @@ var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
 // narrow tiles, rows of 8) with 8-bit and with f32 activations; and the
 // plain attention kernel. Every pipeline must build without spilling, run
 // at the subgroup size it asks for, flash attention's lane groups at their
-// own width, and RDNA's attention at the policy's wave32.
+// own width, RDNA's attention at the policy's wave32 and its matrix-vector
+// products at the policy's 64.
 func TestAMDCompileMatrix(t *testing.T) {
 	runs := []struct {
 		model string // a synth: preset; "" is llama3-8b
@@ -106,6 +107,16 @@ func TestAMDCompileMatrix(t *testing.T) {
 						t.Errorf("%v: %s flash attention at waves %v, want %v", args[1:], kind, got, want)
 					}
 				}
+				// The matrix-vector products at the policy's wave: RDNA pins
+				// 64 (attention.MatVecWave), GCN runs its only size; both
+				// sizes on RDNA where kernels lists every wave.
+				mvWant, mvPinned := []int{64}, g.rdna
+				if g.rdna && slices.Equal(run.waves, []int{32, 64}) {
+					mvWant = []int{32, 64}
+				}
+				if got := matVecWaves(reports, mvPinned); !slices.Equal(got, mvWant) {
+					t.Errorf("%v: matrix-vector products on subgroups of %v, want %v (pinned: %v)", args[1:], got, mvWant, mvPinned)
+				}
 				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat") })
 				if coop != wantCoop {
 					t.Errorf("%v: matmul_coopmat pipelines %v, want %v", args[1:], coop, wantCoop)
@@ -150,6 +161,28 @@ func attentionWaves(reports []kernelReport, kind string) []int {
 	for _, p := range reports {
 		if p.Kind == kind && p.Wave != 0 && !slices.Contains(waves, p.Wave) {
 			waves = append(waves, p.Wave)
+		}
+	}
+	slices.Sort(waves)
+	return waves
+}
+
+// matVecWaves lists the subgroup sizes the matrix-vector pipelines
+// (matvec, matvec_q8, matvec_stack) were compiled for, narrowest first; a
+// pipeline whose requirement disagrees with pinned (required or not)
+// counts as 0.
+func matVecWaves(reports []kernelReport, pinned bool) []int {
+	var waves []int
+	for _, p := range reports {
+		if !strings.HasPrefix(p.Shader, "matvec") {
+			continue
+		}
+		w := p.Subgroup
+		if (p.RequestedSubgroup != 0) != pinned {
+			w = 0
+		}
+		if !slices.Contains(waves, w) {
+			waves = append(waves, w)
 		}
 	}
 	slices.Sort(waves)

@@ -46,7 +46,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.backend, "backend", "auto", "cpu, vulkan or auto")
 	fs.IntVar(&l.device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
 	fs.BoolVar(&l.verbose, "verbose", false, "print details of the model and device")
-	fs.StringVar(&l.wave, "wave", "auto", "flash-attention lane group: 32, 64 or auto (RDNA 32, GCN 64, others native)")
+	fs.StringVar(&l.wave, "wave", "auto", waveUsage)
 	fs.StringVar(&l.intDot, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&l.coopMat, "coopmat", "auto", coopMatUsage)
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
@@ -54,6 +54,9 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.profile, "profile", "", profileUsage)
 	fs.Lookup("profile").NoOptDefVal = "ops"
 }
+
+const waveUsage = "flash attention's lane group and the subgroup size of the matrix-vector products: 32, 64 or auto " +
+	"(attention: RDNA 32, GCN 64, others native; products: RDNA 64, others the driver's)"
 
 const profileUsage = "time every GPU dispatch and print at the end a per-op table (--profile), " +
 	"or the table and the waterfall of the last decode token: every dispatch's start, end, idle gap, bytes read and GB/s (--profile=waterfall)"
@@ -187,6 +190,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 					w, sg := e.Wave()
 					fmt.Fprint(os.Stderr, dev.Info().ReportVerbose())
 					fmt.Fprintf(os.Stderr, "flash attention: wave%d on hardware subgroups of %d\n", w, sg)
+					fmt.Fprintf(os.Stderr, "matrix-vector products: %s\n", describeMatVecWave(e))
 					fmt.Fprintf(os.Stderr, "matrix products: %s\n", describeProducts(e))
 					fmt.Fprintln(os.Stderr, describeTuning(o.Tune))
 				}
@@ -311,4 +315,20 @@ func describeProducts(e *engine.Engine) string {
 		return fmt.Sprintf("%s; no cooperative matrices: %s %s", s, e.Device().Info().Name, c.Reason)
 	}
 	return s + "; no cooperative matrices"
+}
+
+// describeMatVecWave says which subgroup size the matrix-vector products
+// require (attention.MatVecWave), or that the driver chooses.
+func describeMatVecWave(e *engine.Engine) string {
+	f32, q8 := e.MatVecWave()
+	say := func(w int) string {
+		if w == 0 {
+			return "the driver's subgroup size"
+		}
+		return fmt.Sprintf("subgroups of %d (required)", w)
+	}
+	if f32 == q8 {
+		return say(f32)
+	}
+	return fmt.Sprintf("f32 activations on %s, 8-bit on %s", say(f32), say(q8))
 }

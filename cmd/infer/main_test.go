@@ -168,6 +168,16 @@ func TestDevicesAndCheck(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "top-1 agrees at 12/12") {
 		t.Fatalf("check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// --wave reaches the engine (lavapipe pins no subgroup size: the
+	// products keep the driver's), and a bad one is one error line.
+	r = infer(t, "check", "-m", path, "-n", "8", "--wave", "64")
+	if r.code != 0 || !strings.Contains(r.stderr, "flash attention wave64") || !strings.Contains(r.stderr, "matrix-vector products on the driver's subgroup size") {
+		t.Fatalf("check --wave 64: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = infer(t, "check", "-m", path, "--wave", "48")
+	if last := lastLine(r.stderr); r.code != 1 || !strings.Contains(last, `--wave "48": want 32, 64 or auto`) || strings.Count(r.stderr, "error:") != 1 {
+		t.Errorf("check --wave 48: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestInterrupt sends Ctrl-C during an endless generation: infer must stop

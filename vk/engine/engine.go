@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/quant"
@@ -22,8 +23,11 @@ import (
 type Options struct {
 	OwnDevice bool // close the device with the engine
 	Profile   bool // time every dispatch; see Profile
-	// Wave is the flash-attention lane group: 0 picks the device's default
-	// (attention.Wave: 32 on RDNA, 64 on GCN, native elsewhere), or 32 / 64.
+	// Wave is the flash-attention lane group and the subgroup size the
+	// matrix-vector products require: 0 picks the device's defaults
+	// (attention.Wave: 32 on RDNA, 64 on GCN, native elsewhere;
+	// attention.MatVecWave: 32 on RDNA, the driver's elsewhere), or 32 / 64
+	// (the products keep the driver's size where the device cannot pin it).
 	Wave int
 	// PlainAttention uses the simple causal kernel instead of flash
 	// attention (llama-bench's -fa 0).
@@ -86,6 +90,22 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 	}
 	k := kernels.New(dev)
 	o.Tune.ApplyKernels(k)
+	// The products' wave: --wave, else a tuning profile's measured shape,
+	// else the policy's.
+	mv := attention.MatVecWave(flashattn.Device(dev.Info()), o.Wave)
+	if o.Wave != 0 || o.Tune == nil || o.Tune.MatVec == nil {
+		k.MatVec.Wave = mv
+	}
+	if o.Wave != 0 || o.Tune == nil || o.Tune.MatVecQ8 == nil {
+		k.MatVecQ8.Wave = mv
+	}
+	for _, sh := range []kernels.MatVecShape{k.MatVec, k.MatVecQ8} {
+		// Lanes 0 (sized by the matrix) are sized in whole subgroups.
+		if sh.Wave != 0 && sh.Lanes%sh.Wave != 0 {
+			k.Close()
+			return nil, fmt.Errorf("vulkan: matrix-vector products of %d lanes (%v) cannot run on whole subgroups of %d", sh.Lanes, sh, sh.Wave)
+		}
+	}
 	if o.IntDot != nil {
 		if *o.IntDot && !dev.Info().IntegerDot {
 			k.Close()
@@ -127,6 +147,10 @@ func (e *Engine) IntDot() bool { return e.k.Q8 }
 // CoopMat is the cooperative-matrix choice the prefill products use; off
 // (zero shapes, with the reason) keeps the scalar kernels.
 func (e *Engine) CoopMat() coopmat.Choice { return e.k.CoopMat }
+
+// MatVecWave is the subgroup size the matrix-vector products require (of
+// f32 and of 8-bit activations), 0 for the driver's choice.
+func (e *Engine) MatVecWave() (f32, q8 int) { return e.k.MatVec.Wave, e.k.MatVecQ8.Wave }
 
 // Wave reports the flash-attention lane group in use and the hardware
 // subgroup size it runs with (smaller when the lane group is emulated across

@@ -55,18 +55,21 @@ func TestDefaults(t *testing.T) {
 // 32 lanes where rows are short and many (Llama-3-8B's gate and up on an
 // H200's 132 SMs), more where rows are long or few.
 func TestMatVecLanes(t *testing.T) {
-	for _, c := range []struct{ rows, K, cus, max, want int }{
-		{14336, 4096, 132, 1024, 32},  // gate, up: 3584 groups
-		{4096, 4096, 132, 1024, 64},   // q, o: 1024 groups
-		{1024, 4096, 132, 1024, 128},  // k, v: 256 groups
-		{4096, 14336, 132, 1024, 128}, // down: 448 slices a row
-		{128256, 4096, 132, 1024, 32}, // output
-		{4096, 8192, 0, 1024, 64},     // 256 slices; 32 units assumed
-		{14336, 4096, 132, 64, 32},
-		{1024, 4096, 132, 64, 64}, // capped by the workgroup limit
+	for _, c := range []struct{ rows, K, cus, max, least, want int }{
+		{14336, 4096, 132, 1024, 0, 32},  // gate, up: 3584 groups
+		{14336, 4096, 132, 1024, 32, 32}, // a required wave32 changes nothing
+		{14336, 4096, 132, 1024, 64, 64}, // a required wave64: whole subgroups
+		{1024, 4096, 132, 1024, 64, 128}, // more lanes than the wave where the matrix wants them
+		{4096, 4096, 132, 1024, 0, 64},   // q, o: 1024 groups
+		{1024, 4096, 132, 1024, 0, 128},  // k, v: 256 groups
+		{4096, 14336, 132, 1024, 0, 128}, // down: 448 slices a row
+		{128256, 4096, 132, 1024, 0, 32}, // output
+		{4096, 8192, 0, 1024, 0, 64},     // 256 slices; 32 units assumed
+		{14336, 4096, 132, 64, 0, 32},
+		{1024, 4096, 132, 64, 0, 64}, // capped by the workgroup limit
 	} {
-		if got := matVecLanes(c.rows, c.K, 4, c.cus, c.max); got != c.want {
-			t.Errorf("%d×%d on %d units (at most %d invocations): %d lanes, want %d", c.rows, c.K, c.cus, c.max, got, c.want)
+		if got := matVecLanes(c.rows, c.K, 4, c.cus, c.max, c.least); got != c.want {
+			t.Errorf("%d×%d on %d units (at most %d invocations, at least %d): %d lanes, want %d", c.rows, c.K, c.cus, c.max, c.least, got, c.want)
 		}
 	}
 }

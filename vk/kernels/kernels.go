@@ -251,22 +251,24 @@ func (k *Kernels) MatVecQ8For(rows, K int) MatVecShape { return k.SizeMatVecQ8(k
 
 // SizeMatVecQ8 is sh for a rows x K matrix, where Lanes 0 means the fewest
 // of 32, 64 or 128 lanes that leave each lane at most five 32-value slices
-// of a row and give the whole dispatch at least 256 lanes per compute unit.
-// A tuning sweep measures shapes other than k.MatVecQ8 with it.
+// of a row and give the whole dispatch at least 256 lanes per compute unit,
+// and no fewer than the subgroup size sh requires (whole subgroups). A
+// tuning sweep measures shapes other than k.MatVecQ8 with it.
 func (k *Kernels) SizeMatVecQ8(sh MatVecShape, rows, K int) MatVecShape {
 	if sh.Lanes == 0 {
-		sh.Lanes = matVecLanes(rows, K, max(sh.Rows, 1), k.info.ComputeUnits, k.info.MaxWorkgroupInvocations)
+		sh.Lanes = matVecLanes(rows, K, max(sh.Rows, 1), k.info.ComputeUnits, k.info.MaxWorkgroupInvocations, sh.Wave)
 	}
 	return sh
 }
 
-// matVecLanes is MatVecQ8For's choice; computeUnits 0 (unknown) counts as 32.
-func matVecLanes(rows, K, rowsPerGroup, computeUnits, maxInvocations int) int {
+// matVecLanes is MatVecQ8For's choice, at least least lanes;
+// computeUnits 0 (unknown) counts as 32.
+func matVecLanes(rows, K, rowsPerGroup, computeUnits, maxInvocations, least int) int {
 	if computeUnits == 0 {
 		computeUnits = 32
 	}
 	groups := ceil(rows, rowsPerGroup)
-	lanes := 32
+	lanes := max(32, least)
 	for lanes < 128 && (K/32 > 5*lanes || groups*lanes < 256*computeUnits) {
 		lanes *= 2
 	}
