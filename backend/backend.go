@@ -48,8 +48,11 @@ type Attention struct {
 }
 
 // Ops records the operations of a forward pass over a batch of N tokens at
-// positions pos..pos+N-1, where the token ids and pos are supplied at Run time.
-// Shapes are fixed at record time. dst may not alias an input unless stated.
+// positions pos..pos+N-1, where the token ids and pos are supplied at Run time
+// (or of N sequences, a token each, in a program from MultiSeq.RecordRows:
+// then row i's position and sequence are those RunRows gives it wherever a
+// comment below says pos+i). Shapes are fixed at record time. dst may not
+// alias an input unless stated.
 type Ops interface {
 	// Tensor allocates an f32 activation of rows×cols owned by the program.
 	Tensor(rows, cols int) Tensor
@@ -128,14 +131,38 @@ type Ops interface {
 // Program is a recorded forward pass for a fixed batch size.
 type Program interface {
 	// Run executes the pass for tokens (len == the recorded batch size) at
-	// positions pos.. and copies each Output tensor, in order, into out, which
-	// must hold the sum of their sizes.
+	// positions pos.. of sequence 0 and copies each Output tensor, in
+	// order, into out, which must hold the sum of their sizes.
 	Run(tokens []int32, pos int, out []float32) error
+	// RunRows executes the pass with row i being token tokens[i] of
+	// sequence seqs[i] at position pos[i], each of the three as long as
+	// the recorded batch. A program from Record takes rows of one sequence
+	// at consecutive positions (Run is the case of sequence 0); one from
+	// MultiSeq.RecordRows takes one row of each of several distinct
+	// sequences, at any positions.
+	RunRows(tokens, seqs, pos []int32, out []float32) error
 	// Close releases the program's activations.
 	Close()
 }
 
+// MultiSeq is a backend whose KV cache holds several sequences
+// (Cache.Seqs) that one forward pass decodes together.
+type MultiSeq interface {
+	Backend
+	// RecordRows builds a program for a batch of n rows, each one token of
+	// its own sequence at its own position, both given per run
+	// (Program.RunRows): RoPE rotates row i at its position, StoreKV
+	// writes it into its sequence's region, Attend makes it attend over
+	// its sequence's keys up to its position. The matrix products see n
+	// rows, so several sequences decode for little more than one.
+	RecordRows(n int, build func(Ops)) (Program, error)
+}
+
 // Cache describes the KV cache a backend keeps for a model.
+//
+// It holds Sequences() sequences, each in its own region of every layer's
+// cache: Slots(l) positions of layer l per sequence, sequence s in slots
+// s·Slots(l) … (s+1)·Slots(l)-1, its ring (below) within its own region.
 //
 // A layer with a sliding window keeps only the positions its attention can
 // still see, as a ring: position p lives in slot p mod Slots(layer). A batch
@@ -154,7 +181,13 @@ type Cache struct {
 	// rings of sliding layers; 0 means Context (no ring is smaller than the
 	// context).
 	Batch int
+	// Seqs is the number of sequences the cache holds, each in a region
+	// of its own; 0 means 1.
+	Seqs int
 }
+
+// Sequences is the number of sequences the cache holds (Seqs, at least 1).
+func (c Cache) Sequences() int { return max(1, c.Seqs) }
 
 // Window is layer l's attention window, 0 for a global layer.
 func (c Cache) Window(l int) int {
@@ -177,8 +210,9 @@ func (c Cache) Slots(l int) int {
 	return min(c.Context, w+batch-1)
 }
 
-// TotalSlots is Σ_l Slots(l), the positions the whole cache holds: its
-// size is TotalSlots·KVDim values for K and as many for V.
+// TotalSlots is Σ_l Slots(l), the positions the cache holds for one
+// sequence: the whole cache is Sequences()·TotalSlots·KVDim values for K
+// and as many for V.
 func (c Cache) TotalSlots() int {
 	n := 0
 	for l := range c.Layers {
@@ -189,8 +223,9 @@ func (c Cache) TotalSlots() int {
 
 // Check validates the shape of c for every backend.
 func (c Cache) Check() error {
-	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 || c.Batch < 0 {
-		return fmt.Errorf("invalid KV cache shape: %d layers, context %d, %d values per position, batch %d", c.Layers, c.Context, c.KVDim, c.Batch)
+	if c.Layers <= 0 || c.Context <= 0 || c.KVDim <= 0 || c.Batch < 0 || c.Seqs < 0 {
+		return fmt.Errorf("invalid KV cache shape: %d layers, context %d, %d values per position, batch %d, %d sequences",
+			c.Layers, c.Context, c.KVDim, c.Batch, c.Seqs)
 	}
 	if c.Windows != nil && len(c.Windows) != c.Layers {
 		return fmt.Errorf("invalid KV cache shape: %d attention windows for %d layers", len(c.Windows), c.Layers)
@@ -252,4 +287,36 @@ func CheckWeight(name string, t quant.Type, rows, cols int, data []byte) (rowByt
 		return 0, fmt.Errorf("tensor %q: %d bytes for %d×%d %s, want %d", name, len(data), rows, cols, t, rb*rows)
 	}
 	return rb, nil
+}
+
+// CheckRows validates the rows of a RunRows call for every backend: n
+// tokens, sequences and positions; each sequence one the cache holds and
+// each position inside the context. rows says what the program was
+// recorded for: one token of each of several distinct sequences
+// (MultiSeq.RecordRows), or else the tokens of one sequence at consecutive
+// positions (Record).
+func (c Cache) CheckRows(n int, rows bool, tokens, seqs, pos []int32) error {
+	if len(tokens) != n || len(seqs) != n || len(pos) != n {
+		return fmt.Errorf("program recorded for %d rows, run with %d tokens, %d sequences and %d positions", n, len(tokens), len(seqs), len(pos))
+	}
+	for i := range n {
+		s, p := int(seqs[i]), int(pos[i])
+		switch {
+		case s < 0 || s >= c.Sequences():
+			return fmt.Errorf("row %d: sequence %d, the cache holds %d", i, s, c.Sequences())
+		case p < 0 || p >= c.Context:
+			return fmt.Errorf("row %d: position %d outside the context of %d", i, p, c.Context)
+		case !rows && (s != int(seqs[0]) || p != int(pos[0])+i):
+			return fmt.Errorf("row %d: sequence %d at position %d in a program for the consecutive tokens of one sequence (sequence %d from position %d)",
+				i, s, p, seqs[0], pos[0])
+		}
+		if rows {
+			for j := range i {
+				if seqs[j] == seqs[i] {
+					return fmt.Errorf("rows %d and %d: both of sequence %d (a row program takes one token of each)", j, i, s)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -11,8 +11,12 @@ import (
 
 // Options configure Load.
 type Options struct {
-	Context  int // KV cache positions; 0 means the model's trained context, capped at 4096
-	UBatch   int // prompt tokens per forward program; 0 means 512
+	Context int // KV cache positions; 0 means the model's trained context, capped at 4096
+	UBatch  int // prompt tokens per forward program; 0 means 512
+	// Seqs is how many sequences the KV cache holds, each in a region of
+	// its own (0 means 1): the sessions of NewSessions, which Step decodes
+	// together. More than one needs a backend.MultiSeq.
+	Seqs     int
 	Progress func(done, total uint64)
 }
 
@@ -22,6 +26,7 @@ type Model struct {
 	Tok     *tokenizer.Tokenizer
 	Context int
 	UBatch  int
+	Seqs    int // sequences the cache holds (Options.Seqs, at least 1)
 	// Cache is the KV cache the model asked the backend for: sliding-window
 	// layers keep rings of Window+UBatch-1 positions (Cache.Slots).
 	Cache backend.Cache
@@ -32,12 +37,15 @@ type Model struct {
 	programs map[programKey]backend.Program
 	out      []float32
 	discard  []float32
-	session  *Session // the session whose tokens the cache holds
+	owner    []*Session // per sequence, the session whose tokens it holds
+	// rowSeqs and rowPos are a RunRows call's sequences and positions.
+	rowSeqs, rowPos []int32
 }
 
 type programKey struct {
-	n   int
-	all bool // logits for every row, not just the last
+	n    int
+	all  bool // logits for every row, not just the last
+	rows bool // one token of each of n sequences (Step), not n of one
 }
 
 // Load reads the hyper-parameters and tokenizer of f and places its weights
@@ -72,8 +80,13 @@ func Load(f *gguf.File, be backend.Backend, o Options) (*Model, error) {
 	if m.UBatch <= 0 {
 		m.UBatch = 512
 	}
+	m.Seqs = max(1, o.Seqs)
+	if _, ok := be.(backend.MultiSeq); m.Seqs > 1 && !ok {
+		return nil, fmt.Errorf("model: the %s backend holds one sequence in its KV cache, not %d", be.Name(), m.Seqs)
+	}
+	m.owner = make([]*Session, m.Seqs)
 	m.Cache = backend.Cache{Layers: hp.Layers, Context: m.Context, KVDim: hp.KVHeads * hp.HeadDim,
-		Windows: hp.Windows, Batch: m.UBatch}
+		Windows: hp.Windows, Batch: m.UBatch, Seqs: m.Seqs}
 	var weightBytes uint64
 	for _, t := range f.Tensors() {
 		weightBytes += t.Bytes
@@ -100,17 +113,18 @@ func (m *Model) Close() {
 	m.be.Close()
 }
 
-// Forward runs tokens at positions pos.. and returns the logits of the last
-// token, or of every token when all is set (n_vocab values per token). The
-// slice is reused by the next call. Prompts longer than UBatch run in pieces.
-// The cache then holds no session's tokens (a session starts again from
-// nothing).
+// Forward runs tokens at positions pos.. of sequence 0 and returns the
+// logits of the last token, or of every token when all is set (n_vocab
+// values per token). The slice is reused by the next call. Prompts longer
+// than UBatch run in pieces. Sequence 0 then holds no session's tokens (its
+// session starts again from nothing).
 func (m *Model) Forward(tokens []int32, pos int, all bool) ([]float32, error) {
-	m.session = nil
-	return m.forward(tokens, pos, all)
+	m.owner[0] = nil
+	return m.forward(tokens, 0, pos, all)
 }
 
-func (m *Model) forward(tokens []int32, pos int, all bool) ([]float32, error) {
+// forward is Forward into sequence seq's region of the cache.
+func (m *Model) forward(tokens []int32, seq, pos int, all bool) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("model: no tokens to evaluate")
 	}
@@ -131,7 +145,7 @@ func (m *Model) forward(tokens []int32, pos int, all bool) ([]float32, error) {
 		if !all && !last {
 			// Only the KV cache matters for all but the last piece, but the
 			// program still computes one row of logits; that costs one matvec.
-			if err := m.run(batch, pos+start, false, m.scratch()); err != nil {
+			if err := m.run(batch, seq, pos+start, false, m.scratch()); err != nil {
 				return nil, err
 			}
 			continue
@@ -140,7 +154,7 @@ func (m *Model) forward(tokens []int32, pos int, all bool) ([]float32, error) {
 		if all {
 			dst = out[start*m.HP.Vocab : (start+len(batch))*m.HP.Vocab]
 		}
-		if err := m.run(batch, pos+start, all, dst); err != nil {
+		if err := m.run(batch, seq, pos+start, all, dst); err != nil {
 			return nil, err
 		}
 	}
@@ -155,15 +169,33 @@ func (m *Model) scratch() []float32 {
 	return m.discard
 }
 
-func (m *Model) run(tokens []int32, pos int, all bool, out []float32) error {
+// run runs tokens at positions pos.. of sequence seq through one program.
+func (m *Model) run(tokens []int32, seq, pos int, all bool, out []float32) error {
 	p, err := m.program(len(tokens), all)
 	if err != nil {
 		return err
 	}
-	if err := p.Run(tokens, pos, out); err != nil {
+	if seq == 0 {
+		err = p.Run(tokens, pos, out)
+	} else {
+		seqs, ps := m.rows(len(tokens))
+		for i := range seqs {
+			seqs[i], ps[i] = int32(seq), int32(pos+i)
+		}
+		err = p.RunRows(tokens, seqs, ps, out)
+	}
+	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
 	return nil
+}
+
+// rows returns the RunRows buffers for n rows.
+func (m *Model) rows(n int) (seqs, pos []int32) {
+	if cap(m.rowSeqs) < n {
+		m.rowSeqs, m.rowPos = make([]int32, n), make([]int32, n)
+	}
+	return m.rowSeqs[:n], m.rowPos[:n]
 }
 
 // Prepare records the program Forward runs for a batch of n tokens (1 to
@@ -181,13 +213,32 @@ func (m *Model) Prepare(n int, all bool) error {
 // program returns the recorded program for a batch of n tokens, recording
 // it on first use.
 func (m *Model) program(n int, all bool) (backend.Program, error) {
-	k := programKey{n, all}
+	k := programKey{n: n, all: all}
 	if p, ok := m.programs[k]; ok {
 		return p, nil
 	}
 	p, err := m.be.Record(n, func(ops backend.Ops) { m.build(ops, n, all) })
 	if err != nil {
 		return nil, fmt.Errorf("model: recording a %d-token forward pass: %w", n, err)
+	}
+	m.programs[k] = p
+	return p, nil
+}
+
+// rowProgram returns the recorded program that decodes one token of each
+// of n sequences (logits for every row), recording it on first use.
+func (m *Model) rowProgram(n int) (backend.Program, error) {
+	k := programKey{n: n, all: true, rows: true}
+	if p, ok := m.programs[k]; ok {
+		return p, nil
+	}
+	ms, ok := m.be.(backend.MultiSeq)
+	if !ok {
+		return nil, fmt.Errorf("model: the %s backend decodes one sequence at a time", m.be.Name())
+	}
+	p, err := ms.RecordRows(n, func(ops backend.Ops) { m.build(ops, n, true) })
+	if err != nil {
+		return nil, fmt.Errorf("model: recording a forward pass of %d sequences: %w", n, err)
 	}
 	m.programs[k] = p
 	return p, nil

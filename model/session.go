@@ -13,9 +13,11 @@ import (
 // Session.Generate when the tokens to hold do not fit the context.
 var ErrContextFull = errors.New("the context is full")
 
-// Session is the conversation whose tokens the model's KV cache holds. A
-// model has one cache, so one session at a time: NewSession takes the cache
-// over, and a session it was taken from starts again from nothing.
+// Session is the conversation whose tokens one sequence of the model's KV
+// cache holds. Each sequence holds one session at a time: NewSession takes
+// sequence 0 over (NewSessions the first n), and a session it was taken
+// from starts again from nothing. The sessions of different sequences live
+// side by side, and Step decodes them together.
 //
 // Eval keeps the longest prefix of the new tokens the cache already holds
 // and runs only the rest. Sliding-window layers keep rings (Cache.Slots):
@@ -25,6 +27,7 @@ var ErrContextFull = errors.New("the context is full")
 // new tokens would read was overwritten.
 type Session struct {
 	m      *Model
+	seq    int // the sequence of the cache it holds
 	tokens []int32
 	rings  []ring
 }
@@ -36,10 +39,25 @@ type ring struct {
 	pos    []int // pos[s]: the position slot s holds, -1 when none
 }
 
-// NewSession returns an empty session that owns the model's cache,
-// forgetting whatever the cache held.
-func (m *Model) NewSession() *Session {
-	s := &Session{m: m}
+// NewSession returns an empty session that owns sequence 0 of the model's
+// cache, forgetting whatever it held.
+func (m *Model) NewSession() *Session { return m.newSession(0) }
+
+// NewSessions returns n empty sessions that own sequences 0 … n-1 of the
+// model's cache (n at most Seqs), forgetting whatever they held.
+func (m *Model) NewSessions(n int) ([]*Session, error) {
+	if n < 1 || n > m.Seqs {
+		return nil, fmt.Errorf("model: %d sessions, the KV cache holds %d sequences", n, m.Seqs)
+	}
+	ss := make([]*Session, n)
+	for i := range ss {
+		ss[i] = m.newSession(i)
+	}
+	return ss, nil
+}
+
+func (m *Model) newSession(seq int) *Session {
+	s := &Session{m: m, seq: seq}
 	seen := map[[2]int]bool{}
 	for l := range m.Cache.Layers {
 		w, n := m.Cache.Window(l), m.Cache.Slots(l)
@@ -50,7 +68,7 @@ func (m *Model) NewSession() *Session {
 		s.rings = append(s.rings, ring{window: w, pos: make([]int, n)})
 	}
 	s.Reset()
-	m.session = s
+	m.owner[seq] = s
 	return s
 }
 
@@ -72,12 +90,12 @@ func (s *Session) Reset() {
 	}
 }
 
-// claim makes s the session the cache holds, empty if another session used
-// the cache since.
+// claim makes s the session its sequence holds, empty if another session
+// used the sequence since.
 func (s *Session) claim() {
-	if s.m.session != s {
+	if s.m.owner[s.seq] != s {
 		s.Reset()
-		s.m.session = s
+		s.m.owner[s.seq] = s
 	}
 }
 
@@ -110,18 +128,101 @@ func (s *Session) Eval(tokens []int32) (logits []float32, reused int, err error)
 // session keeps only what it held before.
 func (s *Session) run(tokens []int32) ([]float32, error) {
 	pos := len(s.tokens)
-	logits, err := s.m.forward(tokens, pos, false)
-	// Whatever ran, the slots of these positions may have been written.
-	for _, r := range s.rings {
-		for p := pos; p < pos+len(tokens); p++ {
-			r.pos[p%len(r.pos)] = p
-		}
-	}
+	logits, err := s.m.forward(tokens, s.seq, pos, false)
+	s.wrote(pos, len(tokens))
 	if err != nil {
 		return nil, err
 	}
 	s.tokens = append(s.tokens, tokens...)
 	return logits, nil
+}
+
+// wrote marks the ring slots of positions pos … pos+n-1 written: whatever
+// ran, they may have been.
+func (s *Session) wrote(pos, n int) {
+	for _, r := range s.rings {
+		for p := pos; p < pos+n; p++ {
+			r.pos[p%len(r.pos)] = p
+		}
+	}
+}
+
+// Next says whether tokens are what the session holds and one more token
+// that Step can decode (the rings still hold what it reads), and returns
+// that token.
+func (s *Session) Next(tokens []int32) (int32, bool) {
+	s.claim()
+	n := len(s.tokens)
+	if len(tokens) != n+1 || commonPrefix(s.tokens, tokens) != n || s.decodable() != nil {
+		return 0, false
+	}
+	return tokens[n], true
+}
+
+// decodable says why Step cannot decode a token after what s holds: the
+// context is full, or a ring no longer holds a position the token reads
+// (after an error; Eval re-evaluates then). nil when it can.
+func (s *Session) decodable() error {
+	n := len(s.tokens)
+	if n+1 > s.m.Context {
+		return fmt.Errorf("a token after %d exceeds the context of %d: %w", n, s.m.Context, ErrContextFull)
+	}
+	if !s.intact(n) {
+		return fmt.Errorf("the rings no longer hold the positions a token after %d reads", n)
+	}
+	return nil
+}
+
+// Step runs one forward pass that decodes tokens[i] after what sessions[i]
+// holds, every session at its own position in its own sequence, and
+// appends the tokens to them. It returns n_vocab logits per session, in
+// order (reused by the next forward pass). The sessions must be of m and
+// of distinct sequences, each with room for a token (an error wrapping
+// ErrContextFull otherwise); after an error each keeps only what it held.
+func (m *Model) Step(sessions []*Session, tokens []int32) ([]float32, error) {
+	n := len(sessions)
+	if n == 0 || len(tokens) != n {
+		return nil, fmt.Errorf("model: a step of %d sessions and %d tokens", n, len(tokens))
+	}
+	seqs, pos := m.rows(n)
+	for i, s := range sessions {
+		if s.m != m {
+			return nil, fmt.Errorf("model: step: session %d belongs to another model", i)
+		}
+		s.claim()
+		if err := s.decodable(); err != nil {
+			return nil, fmt.Errorf("model: step: session %d: %w", i, err)
+		}
+		for j := range i {
+			if sessions[j].seq == s.seq {
+				return nil, fmt.Errorf("model: step: sessions %d and %d hold the same sequence", j, i)
+			}
+		}
+		seqs[i], pos[i] = int32(s.seq), int32(len(s.tokens))
+	}
+	if n == 1 {
+		// One sequence decodes with the ordinary one-token program.
+		return sessions[0].run(tokens)
+	}
+	p, err := m.rowProgram(n)
+	if err != nil {
+		return nil, err
+	}
+	if cap(m.out) < n*m.HP.Vocab {
+		m.out = make([]float32, n*m.HP.Vocab)
+	}
+	out := m.out[:n*m.HP.Vocab]
+	err = p.RunRows(tokens, seqs, pos, out)
+	for i, s := range sessions {
+		s.wrote(int(pos[i]), 1)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	for i, s := range sessions {
+		s.tokens = append(s.tokens, tokens[i])
+	}
+	return out, nil
 }
 
 // intact reports whether the rings still hold every position that tokens

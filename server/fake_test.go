@@ -74,6 +74,7 @@ type fakeEngine struct {
 	mu     sync.Mutex
 	caches [][]int32
 	calls  []Seq // every Eval entry, Tokens copied
+	widest int   // the most entries of one Eval
 	logits [][]float32
 }
 
@@ -92,6 +93,7 @@ func (e *fakeEngine) Eval(batch []Seq) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.widest = max(e.widest, len(batch))
 	for len(e.logits) < len(batch) {
 		e.logits = append(e.logits, make([]float32, fakeVocab))
 	}

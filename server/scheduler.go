@@ -11,12 +11,10 @@ import (
 )
 
 // Engine evaluates token sequences for the scheduler. It holds Seqs()
-// sequences resident at once, each in a KV cache of its own.
-//
-// The backend has one KV cache today, so Seqs is 1 and the scheduler
-// interleaves concurrent requests on it; a backend that holds several
-// sequences and runs one forward pass over all of them (each at its own
-// position) batches them instead, with no change here.
+// sequences resident at once, each in a KV cache of its own, and decodes
+// those of one Eval together where it can (infer serve's engine runs one
+// forward pass over every sequence that needs only its newest token).
+// With fewer caches than slots the scheduler interleaves the slots on them.
 type Engine interface {
 	Seqs() int
 	// Eval brings, for each entry, cache Cache to hold Tokens and returns
@@ -75,7 +73,7 @@ type slot struct {
 	tokens   []int32
 	job      *job
 	cache    int    // the cache holding it, -1 when none does
-	ran      int    // steps run since it got its cache
+	ran      int    // steps run since it got its cache or its request
 	lastStep uint64 // the step it last ran in (for fairness)
 	lastUsed uint64 // the step its last request ended in
 }
@@ -271,7 +269,7 @@ func (s *scheduler) admit() {
 			q = append(q, j)
 			continue
 		}
-		best.job = j
+		best.job, best.ran = j, 0
 		best.tokens = append(best.tokens[:0], j.prompt...)
 		for _, id := range j.prompt {
 			j.sampler.Accept(id)
@@ -289,43 +287,69 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// pick gives each cache to an active slot and returns the step's batch.
-// A slot keeps its cache for quantum steps while others wait, and for as
-// long as nobody does; then the slot that has waited longest takes it.
+// pick gives the engine's caches to active slots and returns the step's
+// batch. A slot waiting for a cache takes an idle one (whose slot has no
+// request) where there is one: a free cache first, else the one whose
+// slot's tokens are the oldest, so that recent conversations keep theirs.
+// Only when every cache is busy does a slot that has held its cache for a
+// quantum give it up to the slot that has waited longest.
 func (s *scheduler) pick() ([]Seq, []*slot) {
-	var batch []Seq
-	var slots []*slot
-	for c, o := range s.owner {
-		cur := (*slot)(nil)
-		if o >= 0 {
-			cur = s.slots[o]
-		}
+	for {
 		var next *slot
 		for _, sl := range s.slots {
 			if sl.job != nil && sl.cache < 0 && (next == nil || sl.lastStep < next.lastStep) {
 				next = sl
 			}
 		}
-		active := cur != nil && cur.job != nil
-		if next != nil && (!active || cur.ran >= s.cfg.quantum) {
-			if cur != nil {
-				cur.cache = -1
-				if active {
-					cur.job.stats.switches++
+		if next == nil {
+			break
+		}
+		c := s.idleCache()
+		if c < 0 {
+			for cc, o := range s.owner {
+				if r := s.slots[o].ran; r >= s.cfg.quantum && (c < 0 || r > s.slots[s.owner[c]].ran) {
+					c = cc
 				}
 			}
-			s.owner[c], next.cache, next.ran = next.id, c, 0
-			cur, active = next, true
+			if c < 0 {
+				break
+			}
+			s.slots[s.owner[c]].job.stats.switches++
 		}
-		if !active {
+		if o := s.owner[c]; o >= 0 {
+			s.slots[o].cache = -1
+		}
+		s.owner[c], next.cache, next.ran = next.id, c, 0
+	}
+	var batch []Seq
+	var slots []*slot
+	for c, o := range s.owner {
+		if o < 0 || s.slots[o].job == nil {
 			continue
 		}
+		cur := s.slots[o]
 		cur.ran++
 		cur.lastStep = s.step
 		batch = append(batch, Seq{Cache: c, Tokens: cur.tokens})
 		slots = append(slots, cur)
 	}
 	return batch, slots
+}
+
+// idleCache returns a cache whose slot has no request, -1 when none: a
+// free one first, then the least recently used.
+func (s *scheduler) idleCache() int {
+	best := -1
+	var bestUsed uint64
+	for c, o := range s.owner {
+		if o < 0 {
+			return c
+		}
+		if sl := s.slots[o]; sl.job == nil && (best < 0 || sl.lastUsed < bestUsed) {
+			best, bestUsed = c, sl.lastUsed
+		}
+	}
+	return best
 }
 
 // account books an evaluation's time: the first of a request is its

@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vkinfer/vkinfer/model/sample"
 )
@@ -280,11 +282,18 @@ func TestTextStream(t *testing.T) {
 	}
 }
 
-// TestConcurrentEqualsSingle: eight streams at once over four slots and
-// one cache, switching sequences every step, each give what they give
-// alone; every switch re-evaluates only what the cache lacks.
+// TestConcurrentEqualsSingle: eight streams at once over four slots, each
+// give what they give alone: over one or two caches, switching sequences
+// every step (every switch re-evaluates only what the cache lacks); over
+// four, each slot keeping its cache and all four evaluated together.
 func TestConcurrentEqualsSingle(t *testing.T) {
-	eng := newFakeEngine(1, true)
+	for _, seqs := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(seqs, " caches"), func(t *testing.T) { testConcurrent(t, seqs) })
+	}
+}
+
+func testConcurrent(t *testing.T, seqs int) {
+	eng := newFakeEngine(seqs, true)
 	s := newFake(t, Config{Engine: eng, Parallel: 4, Queue: 8, Quantum: 1})
 	ts := serve(t, s)
 	type result struct{ text, reason string }
@@ -335,13 +344,22 @@ func TestConcurrentEqualsSingle(t *testing.T) {
 			t.Errorf("stream %d: %+v concurrently, %+v alone", i, together[i], single[i])
 		}
 	}
-	// The cache was shared: somewhere a sequence came back after another.
-	switched := false
+	// Evaluations of more than the newest token: the eight prompts, and
+	// the sequences that came back into a cache after another.
+	evals := 0
 	for _, c := range eng.calls {
-		switched = switched || len(c.Tokens)-c.Reused > 1 && c.Reused > 0
+		if len(c.Tokens)-c.Reused > 1 {
+			evals++
+		}
 	}
-	if !switched {
-		t.Error("no sequence was switched back into the cache: the test did not interleave")
+	switch {
+	case seqs < 4 && evals <= 8:
+		t.Errorf("%d evaluations of more than one token over %d caches: the test did not interleave", evals, seqs)
+	case seqs == 4 && evals > 8:
+		t.Errorf("%d evaluations of more than one token over a cache per slot: sequences lost their caches", evals)
+	}
+	if eng.widest != seqs {
+		t.Errorf("at most %d sequences evaluated together, want %d", eng.widest, seqs)
 	}
 }
 
@@ -428,6 +446,57 @@ func TestIgnoreEOS(t *testing.T) {
 			fmt.Sprintf(`{"prompt": "z.", "max_tokens": 30, "ignore_eos": %v}`, c.ignore)), 200, &r)
 		if r.Choices[0].FinishReason != c.reason || c.ignore && r.Usage.CompletionTokens != 30 {
 			t.Errorf("ignore_eos %v: %+v", c.ignore, r)
+		}
+	}
+}
+
+// TestIdleCachesFirst: with a cache per slot, requests that arrive while
+// another runs take the idle caches; the running one keeps its own and
+// never re-evaluates, however short the quantum.
+func TestIdleCachesFirst(t *testing.T) {
+	eng := newFakeEngine(4, false)
+	// A step a millisecond: the first request runs for 150 ms, long after
+	// the others arrive.
+	eng.gate = make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case eng.gate <- struct{}{}:
+				time.Sleep(time.Millisecond)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	s := newFake(t, Config{Engine: eng, Parallel: 4, Quantum: 1})
+	ts := serve(t, s)
+	start := func(prompt string, n int) *http.Response {
+		return post(t, context.Background(), ts.URL+"/v1/completions", "",
+			fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 0, "stream": true}`, prompt, n))
+	}
+	first := start("the first", 150)
+	defer first.Body.Close()
+	if _, err := bufio.NewReader(first.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			resp := start(fmt.Sprintf("another %d", i), 10)
+			defer resp.Body.Close()
+			events(t, resp.Body)
+		})
+	}
+	wg.Wait()
+	events(t, first.Body)
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	prompt := fakeModel{}.Tokenize("the first")
+	for _, c := range eng.calls {
+		if len(c.Tokens) > len(prompt) && slices.Equal(c.Tokens[:len(prompt)], prompt) && len(c.Tokens)-c.Reused > 1 {
+			t.Fatalf("the first request re-evaluated %d tokens in cache %d: it lost its cache", len(c.Tokens)-c.Reused, c.Cache)
 		}
 	}
 }

@@ -38,7 +38,7 @@ type Backend struct {
 	// backend stores them, so the two engines can be compared closely.
 	F16KV bool
 	cache backend.Cache
-	k, v  [][]float32 // per layer: [cache.Slots(layer)][KVDim]
+	k, v  [][]float32 // per layer: [cache.Sequences()][cache.Slots(layer)][KVDim]
 }
 
 // New returns a CPU backend using up to threads goroutines per op
@@ -81,7 +81,8 @@ func (b *Backend) Weight(name string, t quant.Type, rows, cols int, data []byte)
 func (b *Backend) Reserve(uint64, backend.Cache) error { return nil }
 
 // InitCache implements backend.Backend. Layer l keeps c.Slots(l)
-// positions: all of them for a global layer, a ring for a sliding one.
+// positions of each sequence: all of them for a global layer, a ring for a
+// sliding one.
 func (b *Backend) InitCache(c backend.Cache) error {
 	if err := c.Check(); err != nil {
 		return fmt.Errorf("cpu: %w", err)
@@ -90,18 +91,31 @@ func (b *Backend) InitCache(c backend.Cache) error {
 	b.k = make([][]float32, c.Layers)
 	b.v = make([][]float32, c.Layers)
 	for l := range c.Layers {
-		b.k[l] = make([]float32, c.Slots(l)*c.KVDim)
-		b.v[l] = make([]float32, c.Slots(l)*c.KVDim)
+		size := c.Sequences() * c.Slots(l) * c.KVDim
+		b.k[l] = make([]float32, size)
+		b.v[l] = make([]float32, size)
 	}
 	return nil
 }
 
 // Record implements backend.Backend: the program is the list of op closures.
 func (b *Backend) Record(n int, build func(backend.Ops)) (backend.Program, error) {
+	return b.record(n, false, build)
+}
+
+// RecordRows implements backend.MultiSeq.
+func (b *Backend) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n > b.cache.Sequences() {
+		return nil, fmt.Errorf("cpu: a program for %d sequences, the cache holds %d", n, b.cache.Sequences())
+	}
+	return b.record(n, true, build)
+}
+
+func (b *Backend) record(n int, rows bool, build func(backend.Ops)) (backend.Program, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cpu: batch of %d tokens", n)
 	}
-	p := &program{b: b, n: n, routed: map[*tensor]int{}}
+	p := &program{b: b, n: n, rows: rows, routed: map[*tensor]int{}}
 	build(p)
 	if p.err != nil {
 		return nil, p.err

@@ -11,19 +11,25 @@ import (
 	"github.com/vkinfer/vkinfer/quant"
 )
 
-// step is what changes between runs of a recorded program.
+// step is what changes between runs of a recorded program: row i is token
+// tokens[i] of sequence seqs[i] at position pos[i].
 type step struct {
-	tokens []int32
-	pos    int
+	tokens, seqs, pos []int32
 }
 
 // program records ops as closures and replays them in order.
 type program struct {
-	b       *Backend
-	n       int
-	ops     []func(*step)
-	outputs []*tensor
-	embeds  []*tensor // tables read by Embed, for the token range check
+	b *Backend
+	n int
+	// rows: one token of each of n sequences (RecordRows), not n
+	// consecutive tokens of one. Its products compute every row as a
+	// one-token program does (see matmul).
+	rows bool
+	// seqs and pos are Run's rows, all of sequence 0.
+	seqs, pos []int32
+	ops       []func(*step)
+	outputs   []*tensor
+	embeds    []*tensor // tables read by Embed, for the token range check
 	// routed holds the id tensors Route writes, with the number of
 	// experts routed among: MatMulID reads no others, and only with a
 	// weight of as many experts, so every id it reads is in range.
@@ -51,6 +57,19 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 	if pos < 0 || pos+p.n > p.b.cache.Context {
 		return fmt.Errorf("cpu: positions %d..%d outside the context of %d", pos, pos+p.n-1, p.b.cache.Context)
 	}
+	if p.seqs == nil {
+		p.seqs, p.pos = make([]int32, p.n), make([]int32, p.n)
+	}
+	for i := range p.pos {
+		p.pos[i] = int32(pos + i)
+	}
+	return p.RunRows(tokens, p.seqs, p.pos, out)
+}
+
+func (p *program) RunRows(tokens, seqs, pos []int32, out []float32) error {
+	if err := p.b.cache.CheckRows(p.n, p.rows, tokens, seqs, pos); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
 	for _, tab := range p.embeds {
 		for _, t := range tokens {
 			if t < 0 || int(t) >= tab.rows {
@@ -65,7 +84,7 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 	if len(out) != want {
 		return fmt.Errorf("cpu: output buffer holds %d values, program produces %d", len(out), want)
 	}
-	st := &step{tokens: tokens, pos: pos}
+	st := &step{tokens: tokens, seqs: seqs, pos: pos}
 	for _, op := range p.ops {
 		op(st)
 	}
@@ -201,10 +220,17 @@ func (p *program) matmul(d, m, a, res *tensor) {
 				}
 				return
 			}
-			if a.rows == 1 {
-				xr := a.row(0)
+			if a.rows == 1 || p.rows {
+				// A row program's rows are sequences each decoding one
+				// token: computed as a one-token program computes its row,
+				// a sequence's logits do not depend on which others share
+				// its pass (the server's streams equal their output alone),
+				// at the cost of decoding the weights once per row.
 				for r := lo; r < hi; r++ {
-					set(r, quant.Dot(m.typ, m.rawRow(r), xr))
+					wr := m.rawRow(r)
+					for i := range a.rows {
+						set(i*d.cols+r, quant.Dot(m.typ, wr, a.row(i)))
+					}
 				}
 				return
 			}
@@ -293,7 +319,7 @@ func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	}
 	p.add(func(st *step) {
 		for i := range s.rows {
-			pos := float64(st.pos+i) * float64(r.Scale)
+			pos := float64(st.pos[i]) * float64(r.Scale)
 			row := s.row(i)
 			for h := range r.Heads {
 				head := row[h*r.HeadDim : (h+1)*r.HeadDim]
@@ -312,8 +338,9 @@ func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	})
 }
 
-// StoreKV writes position pos+i into slot (pos+i) mod Slots(layer): for a
-// global layer that is slot pos+i, for a sliding one its ring.
+// StoreKV writes row i, position p of sequence s, into slot p mod
+// Slots(layer) of s's region: for a global layer that is slot p, for a
+// sliding one its ring.
 func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 	if rope != nil {
 		p.RoPE(k, *rope)
@@ -325,13 +352,13 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 		return
 	}
 	slots := c.Slots(layer)
-	if p.n > slots {
+	if !p.rows && p.n > slots {
 		p.fail("store_kv: a batch of %d tokens into layer %d's ring of %d slots", p.n, layer, slots)
 		return
 	}
 	p.add(func(st *step) {
 		for i := range p.n {
-			off := (st.pos + i) % slots * c.KVDim
+			off := (int(st.seqs[i])*slots + int(st.pos[i])%slots) * c.KVDim
 			kd, vd := p.b.k[layer][off:off+c.KVDim], p.b.v[layer][off:off+c.KVDim]
 			copy(kd, kt.row(i))
 			copy(vd, vt.row(i))
@@ -345,8 +372,8 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 	})
 }
 
-// Attend reads the keys and values of position t from slot t mod
-// Slots(layer), the mapping StoreKV writes.
+// Attend reads the keys and values of position t of row i's sequence from
+// slot t mod Slots(layer) of its region, the mapping StoreKV writes.
 func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
 	d, qt := act(dst), act(q)
 	c := p.b.cache
@@ -355,7 +382,11 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		p.fail("attention: q %dx%d for %d heads (%d KV) of %d, cache rows of %d", qt.rows, qt.cols, a.Heads, a.KVHeads, a.HeadDim, c.KVDim)
 		return
 	}
-	if err := c.CheckWindow(layer, qt.rows, a.Window); err != nil {
+	perSeq := qt.rows // rows of one sequence in the batch
+	if p.rows {
+		perSeq = 1
+	}
+	if err := c.CheckWindow(layer, perSeq, a.Window); err != nil {
 		p.fail("attention: %v", err)
 		return
 	}
@@ -363,7 +394,10 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	slots := c.Slots(layer)
 	p.add(func(st *step) {
 		keys, vals := p.b.k[layer], p.b.v[layer]
-		span := st.pos + qt.rows // keys the last row sees
+		span := 0 // the most keys a row sees
+		for _, pos := range st.pos {
+			span = max(span, int(pos)+1)
+		}
 		if a.Window > 0 {
 			span = min(span, a.Window)
 		}
@@ -374,14 +408,16 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 				i, h := job/a.Heads, job%a.Heads
 				kvOff := (h / group) * a.HeadDim
 				qh := qt.row(i)[h*a.HeadDim : (h+1)*a.HeadDim]
-				// Row i at position pos+i sees positions first..pos+i.
-				last := st.pos + i
+				// Row i at position p sees positions first..p of its
+				// sequence.
+				last := int(st.pos[i])
+				region := int(st.seqs[i]) * slots * c.KVDim
 				first := 0
 				if a.Window > 0 {
 					first = max(0, last-a.Window+1)
 				}
 				at := func(buf []float32, t int) []float32 {
-					off := t%slots*c.KVDim + kvOff
+					off := region + t%slots*c.KVDim + kvOff
 					return buf[off : off+a.HeadDim]
 				}
 				mx := math.Inf(-1)

@@ -32,6 +32,12 @@ type loadFlags struct {
 	coopMat string // --coopmat
 	flash   bool
 	tune    string // --tune-profile
+	// seqs is how many sequences the KV cache should hold (infer serve's
+	// --parallel) where the backend can decode several together; 0 or 1:
+	// one.
+	seqs int
+	// backendName is the backend load chose, for messages.
+	backendName string
 
 	// file is the GGUF load opened (for what the model does not keep, such
 	// as the chat template); open until load's closeAll.
@@ -101,8 +107,13 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 		f.Close()
 		return nil, nil, 0, err
 	}
+	l.backendName = be.Name()
+	seqs := 1
+	if _, ok := be.(backend.MultiSeq); ok {
+		seqs = max(1, l.seqs)
+	}
 	bar := newProgress(os.Stderr, "loading", f.Size())
-	m, err = model.Load(f, be, model.Options{Context: l.ctx, UBatch: l.ubatch, Progress: bar.update})
+	m, err = model.Load(f, be, model.Options{Context: l.ctx, UBatch: l.ubatch, Seqs: seqs, Progress: bar.update})
 	bar.done()
 	if err != nil {
 		be.Close()

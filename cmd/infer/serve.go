@@ -28,7 +28,7 @@ func serveCmd(args []string) error {
 		sf           sampleFlags
 		host         = fs.String("host", "127.0.0.1", "address to listen on")
 		port         = fs.Int("port", 8080, "port to listen on (0: any free port)")
-		parallel     = fs.Int("parallel", 4, "slots: requests generating at once")
+		parallel     = fs.Int("parallel", 4, "slots: requests generating at once, decoded together where the backend can (each holds a sequence of -c positions in the KV cache)")
 		queue        = fs.Int("queue", 64, "requests waiting for a slot before the server answers 503")
 		apiKey       = fs.String("api-key", "", "require this key (Authorization: Bearer KEY) on every endpoint but /health")
 		templateFile = fs.String("chat-template-file", "", "Jinja chat template to use instead of the model's")
@@ -55,6 +55,7 @@ func serveCmd(args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer ln.Close()
+	lo.seqs = *parallel
 	m, closeModel, _, err := lo.load()
 	if err != nil {
 		return err
@@ -73,7 +74,11 @@ func serveCmd(args []string) error {
 	}
 	sm := &servedModel{m: m, tmpl: tmpl, name: name}
 	sm.bos, sm.eos = chat.SpecialTexts(m.Tok)
-	srv, err := server.New(server.Config{Model: sm, Engine: sessionEngine{m.NewSession()}, Parallel: *parallel,
+	eng, err := newSeqEngine(m)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{Model: sm, Engine: eng, Parallel: *parallel,
 		Queue: *queue, APIKey: *apiKey, Defaults: sf.p, Seed: sf.seed, Log: os.Stderr})
 	if err != nil {
 		return err
@@ -81,8 +86,15 @@ func serveCmd(args []string) error {
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	fmt.Fprintf(os.Stderr, "serve: %s on http://%s (%d slots over one KV cache: concurrent requests are interleaved, not batched)\n",
-		name, ln.Addr(), *parallel)
+	how := fmt.Sprintf("%d slots, decoded together in one forward pass", *parallel)
+	if m.Seqs < *parallel {
+		how = fmt.Sprintf("%d slots over %d KV cache sequences: the %s backend decodes one sequence at a time, so concurrent requests are interleaved",
+			*parallel, m.Seqs, lo.backendName)
+	}
+	fmt.Fprintf(os.Stderr, "serve: %s on http://%s (%s)\n", name, ln.Addr(), how)
+	defer func() {
+		fmt.Fprintf(os.Stderr, "serve: decoded %d tokens in %d forward passes\n", eng.decoded, eng.passes)
+	}()
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -155,21 +167,70 @@ func (s *servedModel) ApplyTemplate(msgs []server.Message) (string, error) {
 	return s.tmpl.Render(conv, true, s.bos, s.eos)
 }
 
-// sessionEngine runs the scheduler's sequences on the model's one KV cache
-// through a Session: one sequence at a time, each evaluation reusing the
-// prefix the cache holds.
-type sessionEngine struct{ s *model.Session }
+// seqEngine runs the scheduler's sequences on sessions of the model, one
+// per sequence its KV cache holds. Each Eval prefills, one sequence after
+// another, what a session lacks (a new prompt, or on a cache of one
+// sequence the request that takes it over, past their common prefix), then
+// decodes every sequence that needs only its newest token in one forward
+// pass (Model.Step).
+type seqEngine struct {
+	m        *model.Model
+	sessions []*model.Session
+	logits   [][]float32 // per sequence: Eval's logits, owned by the scheduler until the next Eval
+	// passes counts the decoding forward passes and decoded the tokens
+	// they decoded: decoded/passes sequences a pass on average.
+	passes, decoded int
+	// step is the batch of one decoding pass, kept between calls.
+	step []*model.Session
+	toks []int32
+	rows []int // the batch entries of step
+}
 
-func (e sessionEngine) Seqs() int { return 1 }
+func newSeqEngine(m *model.Model) (*seqEngine, error) {
+	ss, err := m.NewSessions(m.Seqs)
+	if err != nil {
+		return nil, err
+	}
+	e := &seqEngine{m: m, sessions: ss, logits: make([][]float32, len(ss))}
+	for i := range e.logits {
+		e.logits[i] = make([]float32, m.HP.Vocab)
+	}
+	return e, nil
+}
 
-func (e sessionEngine) Eval(batch []server.Seq) error {
+func (e *seqEngine) Seqs() int { return len(e.sessions) }
+
+func (e *seqEngine) Eval(batch []server.Seq) error {
+	e.step, e.toks, e.rows = e.step[:0], e.toks[:0], e.rows[:0]
 	for i := range batch {
 		q := &batch[i]
-		logits, reused, err := e.s.Eval(q.Tokens)
+		s := e.sessions[q.Cache]
+		if tok, ok := s.Next(q.Tokens); ok {
+			e.step, e.toks, e.rows = append(e.step, s), append(e.toks, tok), append(e.rows, i)
+			continue
+		}
+		logits, reused, err := s.Eval(q.Tokens)
 		if err != nil {
 			return err
 		}
-		q.Logits, q.Reused = logits, reused
+		// The model reuses its logits buffer: each sequence gets a copy.
+		q.Logits, q.Reused = e.logits[q.Cache], reused
+		copy(q.Logits, logits)
+	}
+	if len(e.step) == 0 {
+		return nil
+	}
+	logits, err := e.m.Step(e.step, e.toks)
+	if err != nil {
+		return err
+	}
+	e.passes++
+	e.decoded += len(e.step)
+	vocab := e.m.HP.Vocab
+	for j, i := range e.rows {
+		q := &batch[i]
+		q.Logits, q.Reused = e.logits[q.Cache], len(q.Tokens)-1
+		copy(q.Logits, logits[j*vocab:(j+1)*vocab])
 	}
 	return nil
 }

@@ -315,6 +315,9 @@ func checkCache(c backend.Cache) error {
 	if c.KVDim%2 != 0 {
 		return fmt.Errorf("vulkan: invalid KV cache shape %+v", c)
 	}
+	if c.Sequences() > 1 {
+		return fmt.Errorf("vulkan: a KV cache of %d sequences (the engine holds one)", c.Sequences())
+	}
 	return nil
 }
 

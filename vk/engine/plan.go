@@ -106,6 +106,10 @@ func (planProgram) Run([]int32, int, []float32) error {
 	return fmt.Errorf("vulkan: a plan's program lists pipelines and runs nothing")
 }
 
+func (planProgram) RunRows([]int32, []int32, []int32, []float32) error {
+	return fmt.Errorf("vulkan: a plan's program lists pipelines and runs nothing")
+}
+
 func (planProgram) Close() {}
 
 // planOps mirrors program: each op adds the pipelines program's op would

@@ -625,6 +625,15 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 	return nil
 }
 
+// RunRows is Run: the engine's cache holds one sequence, so rows of
+// sequence 0 at consecutive positions are all a program takes.
+func (p *program) RunRows(tokens, seqs, pos []int32, out []float32) error {
+	if err := p.e.cache.CheckRows(p.n, false, tokens, seqs, pos); err != nil {
+		return fmt.Errorf("vulkan: %w", err)
+	}
+	return p.Run(tokens, int(pos[0]), out)
+}
+
 func (p *program) Close() {
 	if p.seq != nil {
 		p.seq.Free()

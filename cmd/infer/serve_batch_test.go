@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/vkinfer/vkinfer/backend/cpu"
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/model"
+	"github.com/vkinfer/vkinfer/server"
+)
+
+// gatedModel counts the prompts the server has tokenized.
+type gatedModel struct {
+	*servedModel
+	prompts atomic.Int32
+}
+
+func (g *gatedModel) Tokenize(text string) []int32 {
+	defer g.prompts.Add(1)
+	return g.servedModel.Tokenize(text)
+}
+
+// gatedEngine evaluates under gate: a test holding it keeps the steps
+// back (so requests sent together are all queued before the first), and
+// reads the counters.
+type gatedEngine struct {
+	*seqEngine
+	gate *sync.Mutex
+}
+
+func (g gatedEngine) Eval(batch []server.Seq) error {
+	g.gate.Lock()
+	defer g.gate.Unlock()
+	return g.seqEngine.Eval(batch)
+}
+
+// TestServeBatched: the server on seqEngine over 8 sequences of the CPU
+// backend decodes concurrent requests together: 8 streams of 16 tokens
+// take about 15 decoding passes (the 16th token is sampled, never
+// evaluated), not 120, and each stream equals its output alone.
+func TestServeBatched(t *testing.T) {
+	f, err := gguf.Open(serveModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := model.Load(f, cpu.New(2), model.Options{Context: 128, Seqs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	eng, err := newSeqEngine(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm := &gatedModel{servedModel: &servedModel{m: m, name: "tiny"}}
+	var gate sync.Mutex
+	srv, err := server.New(server.Config{Model: gm, Engine: gatedEngine{eng, &gate}, Parallel: 8, Queue: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer func() {
+		hs.Close()
+		srv.Close()
+	}()
+	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1"), option.WithMaxRetries(0))
+
+	const streams, tokens = 8, 16
+	run := func(i int) string {
+		st := client.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{Model: "tiny",
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(fmt.Sprintf("Story %d:%s once", i, strings.Repeat(" so", i)))},
+			MaxTokens: openai.Int(tokens), Temperature: openai.Float(0.8), Seed: openai.Int(int64(i))},
+			option.WithJSONSet("ignore_eos", true))
+		var b strings.Builder
+		for st.Next() {
+			if ch := st.Current().Choices; len(ch) > 0 {
+				b.WriteString(ch[0].Text)
+			}
+		}
+		if err := st.Err(); err != nil {
+			return "error: " + err.Error()
+		}
+		return b.String()
+	}
+	alone := make([]string, streams)
+	for i := range alone {
+		alone[i] = run(i)
+	}
+	gate.Lock()
+	if want := streams * (tokens - 1); eng.decoded != want || eng.passes != want {
+		t.Fatalf("alone: %d tokens decoded in %d passes, want %d in as many", eng.decoded, eng.passes, want)
+	}
+	eng.passes, eng.decoded = 0, 0
+	gm.prompts.Store(0)
+	together := make([]string, streams)
+	var wg sync.WaitGroup
+	for i := range together {
+		wg.Go(func() { together[i] = run(i) })
+	}
+	// Every prompt tokenized, and a moment for the handlers to queue them.
+	for gm.prompts.Load() < streams {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	gate.Unlock()
+	wg.Wait()
+	gate.Lock()
+	defer gate.Unlock()
+	for i := range alone {
+		if together[i] != alone[i] {
+			t.Errorf("stream %d: %q together, %q alone", i, together[i], alone[i])
+		}
+	}
+	if want := streams * (tokens - 1); eng.decoded != want || eng.passes > tokens+2 {
+		t.Errorf("together: %d tokens decoded in %d passes, want %d in about %d", eng.decoded, eng.passes, want, tokens-1)
+	}
+	t.Logf("together: %d tokens decoded in %d passes", eng.decoded, eng.passes)
+}

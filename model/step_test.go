@@ -1,0 +1,230 @@
+package model_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/backend/cpu"
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/internal/fixtures"
+	"github.com/vkinfer/vkinfer/model"
+)
+
+// stepPlan is a multi-sequence decode: the sessions' prompts, then per
+// step which sessions decode (in that order) — sequences join and leave
+// between steps.
+type stepPlan struct {
+	prompts [][]int32
+	steps   [][]int
+}
+
+// awkwardPlan: three sequences of different lengths (on tiny-gemma3 with
+// ubatches of 3 the longest is past a wrap of its 10-slot rings), decoded
+// in changing sets and orders.
+func awkwardPlan() stepPlan {
+	return stepPlan{
+		prompts: [][]int32{sessionTokens(5, 1), sessionTokens(17, 2), sessionTokens(30, 3)},
+		steps:   [][]int{{0, 1, 2}, {2, 0}, {1}, {1, 2, 0}, {0, 2}, {2, 1, 0}, {1, 0}},
+	}
+}
+
+// stepToken is the token session i decodes at step k: anything in the
+// vocabulary, the same in both runs.
+func stepToken(i, k int) int32 { return int32(7 + 31*i + 13*k) }
+
+// decodeTogether runs p on m's sessions through Step and returns each
+// session's logits after each of its tokens.
+func decodeTogether(t *testing.T, m *model.Model, p stepPlan) [][][]float32 {
+	t.Helper()
+	ss, err := m.NewSessions(len(p.prompts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([][][]float32, len(ss))
+	for i, s := range ss {
+		if _, _, err := s.Eval(p.prompts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, set := range p.steps {
+		var batch []*model.Session
+		var toks []int32
+		for _, i := range set {
+			batch, toks = append(batch, ss[i]), append(toks, stepToken(i, k))
+		}
+		logits, err := m.Step(batch, toks)
+		if err != nil {
+			t.Fatalf("step %d: %v", k, err)
+		}
+		if len(logits) != len(set)*m.HP.Vocab {
+			t.Fatalf("step %d: %d logits for %d sessions of %d", k, len(logits), len(set), m.HP.Vocab)
+		}
+		for j, i := range set {
+			got[i] = append(got[i], slices.Clone(logits[j*m.HP.Vocab:(j+1)*m.HP.Vocab]))
+		}
+	}
+	for i, s := range ss {
+		want := slices.Clone(p.prompts[i])
+		for k, set := range p.steps {
+			if slices.Contains(set, i) {
+				want = append(want, stepToken(i, k))
+			}
+		}
+		if !slices.Equal(s.Tokens(), want) {
+			t.Fatalf("session %d holds %v, want %v", i, s.Tokens(), want)
+		}
+	}
+	return got
+}
+
+// decodeAlone runs p one session at a time on ref (a model of one
+// sequence): each prompt, then its tokens one by one.
+func decodeAlone(t *testing.T, ref *model.Model, p stepPlan) [][][]float32 {
+	t.Helper()
+	want := make([][][]float32, len(p.prompts))
+	for i, prompt := range p.prompts {
+		s := ref.NewSession()
+		if _, _, err := s.Eval(prompt); err != nil {
+			t.Fatal(err)
+		}
+		for k, set := range p.steps {
+			if !slices.Contains(set, i) {
+				continue
+			}
+			logits, err := ref.Step([]*model.Session{s}, []int32{stepToken(i, k)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i] = append(want[i], slices.Clone(logits))
+		}
+	}
+	return want
+}
+
+// TestStepMatchesAlone: on the CPU backend, sequences decoded together in
+// one forward pass, each at its own position in its own region of the
+// cache, give exactly the logits each gives decoded alone (a row program
+// computes every row as the one-token program does), as they join and
+// leave; on global attention, F32 and Q4_K weights, and sliding-window
+// rings past a wrap.
+func TestStepMatchesAlone(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ub   int
+	}{
+		{"tiny-qwen3.gguf", 16},
+		{"tiny-llama31-q4_k_m.gguf", 16},
+		{"tiny-gemma3.gguf", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := awkwardPlan()
+			m := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub, Seqs: 4})
+			ref := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub})
+			got, want := decodeTogether(t, m, p), decodeAlone(t, ref, p)
+			for i := range want {
+				for k := range want[i] {
+					closeLogits(t, fmt.Sprintf("session %d, token %d", i, k), got[i][k], want[i][k], 0)
+				}
+			}
+		})
+	}
+}
+
+// TestSessionsApart: the sessions of one model keep their own sequences:
+// evaluating one leaves what another holds reusable, and NewSessions
+// takes the sequences over.
+func TestSessionsApart(t *testing.T) {
+	m := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 64, Seqs: 2})
+	ss, err := m.NewSessions(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := sessionTokens(20, 1), sessionTokens(9, 2)
+	if _, _, err := ss[0].Eval(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ss[1].Eval(b); err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 64}).NewSession().Eval(cat(a, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, reused, err := ss[0].Eval(cat(a, b))
+	if err != nil || reused != 20 {
+		t.Fatalf("session 0 after session 1 ran: reused %d, %v; want 20", reused, err)
+	}
+	closeLogits(t, "session 0", got, want, 0)
+	if _, ok := ss[1].Next(cat(b, a[:1])); !ok {
+		t.Error("session 1 cannot decode a token after what it holds")
+	}
+	if _, ok := ss[1].Next(cat(b, a[:2])); ok {
+		t.Error("Next accepted two new tokens")
+	}
+	again, err := m.NewSessions(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, reused, err := again[0].Eval(a); err != nil || reused != 0 {
+		t.Errorf("a new session on sequence 0: reused %d, %v; want 0", reused, err)
+	}
+	if _, reused, err := ss[1].Eval(b); err != nil || reused != 8 {
+		t.Errorf("session 1 after sequence 0 was taken: reused %d, %v; want 8", reused, err)
+	}
+}
+
+// oneSeq hides the CPU backend's MultiSeq.
+type oneSeq struct{ backend.Backend }
+
+// TestStepErrors: bad steps and session counts are refused with clear
+// errors, and a full context wraps ErrContextFull.
+func TestStepErrors(t *testing.T) {
+	m := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 16, Seqs: 3})
+	if _, err := m.NewSessions(4); err == nil || !strings.Contains(err.Error(), "3 sequences") {
+		t.Errorf("4 sessions of 3 sequences: %v", err)
+	}
+	ss, err := m.NewSessions(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what     string
+		sessions []*model.Session
+		tokens   []int32
+		want     string
+	}{
+		{"no sessions", nil, nil, "0 sessions"},
+		{"fewer tokens", ss, []int32{1, 2}, "3 sessions and 2 tokens"},
+		{"one sequence twice", []*model.Session{ss[0], ss[1], ss[0]}, []int32{1, 2, 3}, "the same sequence"},
+	} {
+		if _, err := m.Step(c.sessions, c.tokens); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+	if _, _, err := ss[1].Eval(sessionTokens(16, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Step(ss, []int32{1, 2, 3}); !errors.Is(err, model.ErrContextFull) {
+		t.Errorf("a step past the context: %v, want ErrContextFull", err)
+	}
+	if len(ss[0].Tokens()) != 0 || len(ss[2].Tokens()) != 0 {
+		t.Errorf("a refused step appended tokens")
+	}
+	other := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 16, Seqs: 3})
+	os, _ := other.NewSessions(1)
+	if _, err := m.Step([]*model.Session{ss[0], os[0]}, []int32{1, 2}); err == nil || !strings.Contains(err.Error(), "another model") {
+		t.Errorf("a session of another model: %v", err)
+	}
+	f, err := gguf.Open(fixtures.Path(t, "arch", "tiny-qwen3.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := model.Load(f, oneSeq{cpu.New(1)}, model.Options{Seqs: 2}); err == nil || !strings.Contains(err.Error(), "holds one sequence") {
+		t.Errorf("Load of 2 sequences on a backend of one: %v", err)
+	}
+}
