@@ -17,7 +17,7 @@ import (
 // vocabularies.)
 func TestForward(t *testing.T) {
 	const text = "hello world, Synthetic tokens: 42 ü!"
-	for _, preset := range []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2"} {
+	for _, preset := range []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2", "tiny-qwen3moe"} {
 		for _, ftype := range []string{"q4_k_m", "q8_0", "f16"} {
 			t.Run(preset+"/"+ftype, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "m.gguf")

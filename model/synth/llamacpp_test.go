@@ -76,7 +76,7 @@ func TestLlamaCpp(t *testing.T) {
 		tol    = 1e-2 // on logits of about unit size, after llama.cpp's f16 activations
 	)
 	dir := unpackLlamaCpp(t)
-	for _, preset := range []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2"} {
+	for _, preset := range []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2", "tiny-qwen3moe"} {
 		t.Run(preset, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), preset+".gguf")
 			if err := synth.Write(path, preset, "f16", 3, nil); err != nil {

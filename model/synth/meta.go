@@ -36,8 +36,13 @@ func (p *preset) metadata(f *ftype) ([]gguf.KV, error) {
 	add("attention.head_count", uint32(p.nHead))
 	add("attention.head_count_kv", uint32(p.nKV))
 	add("attention.layer_norm_rms_epsilon", p.eps)
-	// qwen3 and gemma3 leave the rotary dimension to the head size.
-	if p.arch != "qwen3" && p.arch != "gemma3" {
+	if p.nExpert > 0 {
+		add("expert_count", uint32(p.nExpert))
+		add("expert_used_count", uint32(p.nExpertUsed))
+		add("expert_feed_forward_length", uint32(p.nFFExp))
+	}
+	// qwen3, qwen3moe and gemma3 leave the rotary dimension to the head size.
+	if p.arch != "qwen3" && p.arch != "qwen3moe" && p.arch != "gemma3" {
 		add("rope.dimension_count", uint32(p.headDim))
 	}
 	add("rope.freq_base", p.ropeBase)

@@ -44,9 +44,15 @@ func lookupFtype(name string) (*ftype, error) {
 // llama_tensor_get_type (llama.cpp, src/llama-quant.cpp) for the cases our
 // presets reach: 1-D tensors stay F32; in Q4_K_M the output (or, with tied
 // embeddings, token_embd, which then serves as the output) is Q6_K, and attn_v
-// and ffn_down are Q6_K in the layers use_more_bits picks.
+// and ffn_down are Q6_K in the layers use_more_bits picks. A mixture of
+// experts changes nothing for 128 experts: the stacked ffn_down_exps is an
+// ffn_down (its layer read from its name), ffn_gate_exps and ffn_up_exps
+// plain matrices, and the router stays F32 (the converter writes
+// ffn_gate_inp in F32 and the quantizer skips it). llama.cpp's extra rules
+// for exactly 8 experts (attn_k and attn_v Q8_0, attn_output Q5_K) are not
+// implemented: no preset has 8.
 func (f *ftype) typeOf(t tensorSpec, nLayer int, tied bool) quant.Type {
-	if len(t.shape) == 1 {
+	if len(t.shape) == 1 || t.kind == kindRouter {
 		return quant.F32
 	}
 	typ := f.base

@@ -37,6 +37,13 @@ type preset struct {
 	ropeOrigCtx uint32  // rope.scaling.original_context_length (0: none)
 	llama3Rope  *llama3Rope
 
+	// A mixture of experts (qwen3moe): each layer's FFN is nExpert SwiGLU
+	// experts of hidden size nFFExp stacked in 3-D tensors, with a router
+	// (ffn_gate_inp) choosing nExpertUsed of them per token. nFF is then
+	// the checkpoint's dense intermediate_size, written as
+	// feed_forward_length but shaping no tensor.
+	nExpert, nExpertUsed, nFFExp uint64
+
 	tokenizer *tokenizerKind
 	nText     int // generated tokens of the vocabulary (0: all that the specials leave)
 }
@@ -61,7 +68,9 @@ type llama3Rope struct {
 // tokenizers with real head dims (128, 256, 96, 32 with a head dim that is
 // not n_embd/heads for qwen3 and gemma3); tiny-gemma3 slides a window of 16
 // on five of its six layers and scales RoPE linearly on the sixth, as
-// gemma3-4b does.
+// gemma3-4b does. tiny-qwen3moe is qwen3-30b-a3b in miniature: 16 experts of
+// which 4 run per token (not 8 experts: llama.cpp's Q4_K_M mix has extra
+// rules for exactly 8, which no real preset needs), whole K-quant rows.
 var presets = []preset{
 	{name: "tiny", arch: "llama", nEmbd: 256, nFF: 768, nLayer: 4, nHead: 8, nKV: 4, headDim: 32,
 		nVocab: 1024, ctx: 2048, ropeBase: 10000, eps: 1e-5, tokenizer: &spmLlama},
@@ -79,6 +88,9 @@ var presets = []preset{
 	{name: "tiny-llama3.2", arch: "llama", nEmbd: 256, nFF: 768, nLayer: 4, nHead: 8, nKV: 2, headDim: 32,
 		nVocab: 1024, nText: 768, ctx: 131072, ropeBase: 500000, eps: 1e-5, tied: true, headKeys: true,
 		llama3Rope: &llama3Rope{factor: 32, lowFreqFactor: 1, highFreqFactor: 4, origCtx: 8192}, tokenizer: &bpeLlama3},
+	{name: "tiny-qwen3moe", arch: "qwen3moe", nEmbd: 256, nFF: 768, nLayer: 4, nHead: 4, nKV: 2, headDim: 128,
+		nVocab: 1024, nText: 990, ctx: 4096, ropeBase: 1e6, eps: 1e-6, qkNorm: true, headKeys: true,
+		nExpert: 16, nExpertUsed: 4, nFFExp: 256, tokenizer: &bpeQwen},
 
 	{name: "llama3-8b", arch: "llama", nEmbd: 4096, nFF: 14336, nLayer: 32, nHead: 32, nKV: 8, headDim: 128,
 		nVocab: 128256, ctx: 8192, ropeBase: 500000, eps: 1e-5, tokenizer: &spmLlama},
@@ -104,6 +116,9 @@ var presets = []preset{
 	{name: "llama3.2-1b", arch: "llama", nEmbd: 2048, nFF: 8192, nLayer: 16, nHead: 32, nKV: 8, headDim: 64,
 		nVocab: 128256, nText: 128000, ctx: 131072, ropeBase: 500000, eps: 1e-5, tied: true, headKeys: true,
 		llama3Rope: &llama3Rope{factor: 32, lowFreqFactor: 1, highFreqFactor: 4, origCtx: 8192}, tokenizer: &bpeLlama3},
+	{name: "qwen3-30b-a3b", arch: "qwen3moe", nEmbd: 2048, nFF: 6144, nLayer: 48, nHead: 32, nKV: 4, headDim: 128,
+		nVocab: 151936, nText: 151643, ctx: 40960, ropeBase: 1e6, eps: 1e-6, qkNorm: true, headKeys: true,
+		nExpert: 128, nExpertUsed: 8, nFFExp: 768, tokenizer: &bpeQwen},
 }
 
 // textTokens is how many tokens of p's vocabulary are generated rather than
@@ -146,6 +161,7 @@ const (
 	kindNorm                  // RMS norm weights
 	kindBias                  // q/k/v biases
 	kindRopeFreqs             // rope_freqs.weight: computed, not drawn (see tensorSpec.values)
+	kindRouter                // ffn_gate_inp.weight: F32 in every mix, as the converter writes it and the quantizer keeps it
 )
 
 // tensorSpec is one tensor of a preset, before a type is chosen.
@@ -197,13 +213,22 @@ func (p *preset) tensors() []tensorSpec {
 			add("post_attention_norm.weight", kindNorm, e)
 		}
 		add("ffn_norm.weight", kindNorm, e)
-		if p.fused {
+		switch {
+		case p.nExpert > 0:
+			// The converter's layout: expert e's rows follow expert
+			// e-1's along the third dimension (ne2).
+			add("ffn_gate_inp.weight", kindRouter, e, p.nExpert)
+			add("ffn_gate_exps.weight", kindMatrix, e, p.nFFExp, p.nExpert)
+			add("ffn_up_exps.weight", kindMatrix, e, p.nFFExp, p.nExpert)
+			add("ffn_down_exps.weight", kindFFNDown, p.nFFExp, e, p.nExpert)
+		case p.fused:
 			add("ffn_up.weight", kindMatrix, e, 2*ff)
-		} else {
+			add("ffn_down.weight", kindFFNDown, ff, e)
+		default:
 			add("ffn_gate.weight", kindMatrix, e, ff)
 			add("ffn_up.weight", kindMatrix, e, ff)
+			add("ffn_down.weight", kindFFNDown, ff, e)
 		}
-		add("ffn_down.weight", kindFFNDown, ff, e)
 		if p.postNorms {
 			add("post_ffw_norm.weight", kindNorm, e)
 		}

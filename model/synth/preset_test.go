@@ -177,6 +177,26 @@ func TestPresetShapes(t *testing.T) {
 			"rope_freqs.weight":   {16},
 			"blk.0.attn_k.weight": {256, 64},
 		}, []string{"output.weight"}},
+		{"tiny-qwen3moe", 1 + 4*12 + 2, shapes{
+			"blk.0.ffn_gate_inp.weight":  {256, 16},
+			"blk.0.ffn_gate_exps.weight": {256, 256, 16},
+			"blk.3.ffn_down_exps.weight": {256, 256, 16},
+			"output.weight":              {256, 1024},
+		}, []string{"blk.0.ffn_gate.weight", "blk.0.ffn_down.weight"}},
+		// Qwen3-30B-A3B: 579 tensors; the experts stacked along ne2.
+		{"qwen3-30b-a3b", 579, shapes{
+			"token_embd.weight":           {2048, 151936},
+			"blk.0.attn_q.weight":         {2048, 4096},
+			"blk.0.attn_k.weight":         {2048, 512},
+			"blk.0.attn_v.weight":         {2048, 512},
+			"blk.0.attn_q_norm.weight":    {128},
+			"blk.47.attn_output.weight":   {4096, 2048},
+			"blk.47.ffn_gate_inp.weight":  {2048, 128},
+			"blk.47.ffn_gate_exps.weight": {2048, 768, 128},
+			"blk.47.ffn_up_exps.weight":   {2048, 768, 128},
+			"blk.47.ffn_down_exps.weight": {768, 2048, 128},
+			"output.weight":               {2048, 151936},
+		}, []string{"blk.48.attn_q.weight", "blk.0.ffn_up.weight", "blk.0.ffn_gate_inp_shexp.weight"}},
 	}
 	if got, want := len(cases), len(Presets()); got != want {
 		t.Fatalf("test covers %d presets, the table has %d", got, want)
@@ -306,7 +326,8 @@ func TestQ4KMTied(t *testing.T) {
 	}
 }
 
-// q8_0 and f16 put every 2-D tensor, output included, in one type.
+// q8_0 and f16 put every 2-D tensor, output included, in one type; the
+// router stays F32 as the converter writes it.
 func TestUniformMixes(t *testing.T) {
 	for _, c := range []struct {
 		ftype string
@@ -317,7 +338,7 @@ func TestUniformMixes(t *testing.T) {
 			f, _ := lookupFtype(c.ftype)
 			for _, ts := range p.tensors() {
 				want := c.want
-				if len(ts.shape) == 1 {
+				if len(ts.shape) == 1 || strings.HasSuffix(ts.name, "ffn_gate_inp.weight") {
 					want = quant.F32
 				}
 				if got := f.typeOf(ts, p.nLayer, p.tied); got != want {
@@ -437,6 +458,46 @@ func TestQ4KMNewLayouts(t *testing.T) {
 				t.Errorf("%s: %s is %s, want %s", preset, name, types[name], w)
 			}
 		}
+	}
+}
+
+// Qwen3-30B-A3B in Q4_K_M, tensor by tensor, against llama_tensor_get_type
+// for 128 experts written out: the 48 layers use_more_bits picks are 0–5
+// (i < 6), 42–47 (i ≥ 42) and 8, 11, …, 41 ((i − 6) % 3 == 2); there attn_v
+// and the stacked ffn_down_exps (a "ffn_down" by name, its layer parsed
+// from it) are Q6_K. ffn_gate_exps and ffn_up_exps are plain matrices
+// (Q4_K), the router F32 (never quantized), the output Q6_K and the untied
+// token_embd Q4_K.
+func TestQ4KMQwen3MoE(t *testing.T) {
+	p, _ := lookupPreset("qwen3-30b-a3b")
+	types, names := typesOf(t, p, "q4_k_m")
+	more := []int{0, 1, 2, 3, 4, 5, 42, 43, 44, 45, 46, 47}
+	for i := 8; i <= 41; i += 3 {
+		more = append(more, i)
+	}
+	count := map[quant.Type]int{}
+	for _, name := range names {
+		want := quant.Q4_K
+		if m := blkName.FindStringSubmatch(name); m != nil {
+			layer, _ := strconv.Atoi(m[1])
+			switch {
+			case strings.HasSuffix(m[2], "norm") || m[2] == "ffn_gate_inp":
+				want = quant.F32
+			case (m[2] == "attn_v" || m[2] == "ffn_down_exps") && slices.Contains(more, layer):
+				want = quant.Q6_K
+			}
+		} else if name == "output.weight" {
+			want = quant.Q6_K
+		} else if name == "output_norm.weight" {
+			want = quant.F32
+		}
+		if types[name] != want {
+			t.Errorf("%s: %s, want %s", name, types[name], want)
+		}
+		count[types[name]]++
+	}
+	if len(more) != 24 || count[quant.Q6_K] != 2*24+1 {
+		t.Errorf("%d layers with more bits, %d Q6_K tensors; want 24 and 49", len(more), count[quant.Q6_K])
 	}
 }
 

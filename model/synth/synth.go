@@ -1,5 +1,5 @@
 // Package synth writes synthetic GGUF models with the geometry and layout of
-// real checkpoints (Llama 2/3/3.2, Qwen2.5, Qwen3, Gemma 3, Phi-3, and tiny
+// real checkpoints (Llama 2/3/3.2, Qwen2.5, Qwen3, Qwen3-MoE, Gemma 3, Phi-3, and tiny
 // ones for CI) in llama.cpp's type mixes, with random weights that keep
 // activations finite and a synthetic vocabulary of the family's tokenizer
 // kind (SentencePiece or byte-level BPE, with its special tokens). The files

@@ -52,7 +52,7 @@ func TestWriteReopen(t *testing.T) {
 }
 
 // tinyPresets are the presets small enough to write in every test run.
-var tinyPresets = []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2"}
+var tinyPresets = []string{"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-llama3.2", "tiny-qwen3moe"}
 
 func checkMetadata(t *testing.T, f *gguf.File, p *preset, m *ftype) {
 	t.Helper()
@@ -509,6 +509,26 @@ func TestPresetMetadata(t *testing.T) {
 			"tokenizer.ggml.eos_token_id":   "uint 128009",
 			"tokenizer.ggml.add_bos_token":  "bool true",
 		}, []string{"llama.rope.scaling.type"}},
+		// Qwen3-30B-A3B's config: moe_intermediate_size 768 becomes
+		// expert_feed_forward_length, intermediate_size 6144 (no tensor's)
+		// feed_forward_length.
+		{"synth:qwen3-30b-a3b", map[string]string{
+			"general.architecture":                "string qwen3moe",
+			"qwen3moe.context_length":             "uint 40960",
+			"qwen3moe.embedding_length":           "uint 2048",
+			"qwen3moe.block_count":                "uint 48",
+			"qwen3moe.feed_forward_length":        "uint 6144",
+			"qwen3moe.expert_feed_forward_length": "uint 768",
+			"qwen3moe.expert_count":               "uint 128",
+			"qwen3moe.expert_used_count":          "uint 8",
+			"qwen3moe.attention.head_count":       "uint 32",
+			"qwen3moe.attention.head_count_kv":    "uint 4",
+			"qwen3moe.attention.key_length":       "uint 128",
+			"qwen3moe.rope.freq_base":             "float 1e+06",
+			"tokenizer.ggml.model":                "string gpt2",
+			"tokenizer.ggml.eos_token_id":         "uint 151645",
+			"general.file_type":                   "uint 15",
+		}, []string{"qwen3moe.rope.dimension_count", "qwen3moe.expert_shared_feed_forward_length", "qwen3moe.vocab_size"}},
 	} {
 		h, err := Header(c.spec)
 		if err != nil {

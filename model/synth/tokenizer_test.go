@@ -28,6 +28,7 @@ func TestTokenizers(t *testing.T) {
 		{"tiny-gemma3", "llama", 2, "", "<end_of_turn>", 106},
 		{"tiny-phi3", "llama", 1, " ", "<|end|>", 3 + 1000 + 7},
 		{"tiny-llama3.2", "gpt2", 768, "", "<|eot_id|>", 768 + 9},
+		{"tiny-qwen3moe", "gpt2", -1, "", "<|im_end|>", 990 + 2},
 		{"llama3-8b", "llama", 1, " ", "</s>", 2},
 		{"llama2-7b", "llama", 1, " ", "</s>", 2},
 		{"qwen2.5-0.5b", "llama", 1, " ", "</s>", 2},
@@ -37,6 +38,7 @@ func TestTokenizers(t *testing.T) {
 		{"gemma3-4b", "llama", 2, "", "<end_of_turn>", 106},
 		{"phi3-mini", "llama", 1, " ", "<|end|>", 32007},
 		{"llama3.2-1b", "gpt2", 128000, "", "<|eot_id|>", 128009},
+		{"qwen3-30b-a3b", "gpt2", -1, "", "<|im_end|>", 151645},
 	}
 	if len(cases) != len(synth.Presets()) {
 		t.Fatalf("test covers %d presets, the table has %d", len(cases), len(synth.Presets()))
