@@ -3,6 +3,7 @@
 //	infer -m model.gguf -p "Once upon a time"   generate text (the default command)
 //	infer chat -m model.gguf                    an interactive conversation (the model's chat template)
 //	infer serve -m model.gguf                   an OpenAI-compatible HTTP server
+//	infer loadgen -m model.gguf                 the server's total tokens/s at 1, 4, 16 and 64 concurrent streams
 //	infer gen --preset tiny -o tiny.gguf        write a synthetic model
 //	infer devices                               list Vulkan devices
 //	infer bench -m model.gguf                   llama-bench-style throughput tests
@@ -30,6 +31,7 @@ var commands = map[string]func(args []string) error{
 	"kernels": kernelsCmd,
 	"chat":    chatCmd,
 	"serve":   serveCmd,
+	"loadgen": loadgenCmd,
 }
 
 func main() {

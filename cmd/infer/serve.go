@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -93,7 +94,7 @@ func serveCmd(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "serve: %s on http://%s (%s)\n", name, ln.Addr(), how)
 	defer func() {
-		fmt.Fprintf(os.Stderr, "serve: decoded %d tokens in %d forward passes\n", eng.decoded, eng.passes)
+		fmt.Fprintf(os.Stderr, "serve: decoded %d tokens in %d forward passes\n", eng.decoded.Load(), eng.passes.Load())
 	}()
 
 	sig := make(chan os.Signal, 2)
@@ -176,10 +177,11 @@ func (s *servedModel) ApplyTemplate(msgs []server.Message) (string, error) {
 type seqEngine struct {
 	m        *model.Model
 	sessions []*model.Session
-	logits   [][]float32 // per sequence: Eval's logits, owned by the scheduler until the next Eval
+	logits   [][]float32 // per sequence: a prefill's logits, owned by the scheduler until the next Eval
 	// passes counts the decoding forward passes and decoded the tokens
-	// they decoded: decoded/passes sequences a pass on average.
-	passes, decoded int
+	// they decoded: decoded/passes sequences a pass on average. Atomic:
+	// infer loadgen reads them while the scheduler runs.
+	passes, decoded atomic.Int64
 	// step is the batch of one decoding pass, kept between calls.
 	step []*model.Session
 	toks []int32
@@ -224,13 +226,14 @@ func (e *seqEngine) Eval(batch []server.Seq) error {
 	if err != nil {
 		return err
 	}
-	e.passes++
-	e.decoded += len(e.step)
+	e.passes.Add(1)
+	e.decoded.Add(int64(len(e.step)))
+	// The step is the Eval's last forward pass: its logits stay put until
+	// the next Eval, so each sequence gets its row as it is.
 	vocab := e.m.HP.Vocab
 	for j, i := range e.rows {
 		q := &batch[i]
-		q.Logits, q.Reused = e.logits[q.Cache], len(q.Tokens)-1
-		copy(q.Logits, logits[j*vocab:(j+1)*vocab])
+		q.Logits, q.Reused = logits[j*vocab:(j+1)*vocab], len(q.Tokens)-1
 	}
 	return nil
 }

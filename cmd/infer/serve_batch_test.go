@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,10 +98,11 @@ func TestServeBatched(t *testing.T) {
 		alone[i] = run(i)
 	}
 	gate.Lock()
-	if want := streams * (tokens - 1); eng.decoded != want || eng.passes != want {
-		t.Fatalf("alone: %d tokens decoded in %d passes, want %d in as many", eng.decoded, eng.passes, want)
+	if want := int64(streams * (tokens - 1)); eng.decoded.Load() != want || eng.passes.Load() != want {
+		t.Fatalf("alone: %d tokens decoded in %d passes, want %d in as many", eng.decoded.Load(), eng.passes.Load(), want)
 	}
-	eng.passes, eng.decoded = 0, 0
+	eng.passes.Store(0)
+	eng.decoded.Store(0)
 	gm.prompts.Store(0)
 	together := make([]string, streams)
 	var wg sync.WaitGroup
@@ -121,8 +123,33 @@ func TestServeBatched(t *testing.T) {
 			t.Errorf("stream %d: %q together, %q alone", i, together[i], alone[i])
 		}
 	}
-	if want := streams * (tokens - 1); eng.decoded != want || eng.passes > tokens+2 {
-		t.Errorf("together: %d tokens decoded in %d passes, want %d in about %d", eng.decoded, eng.passes, want, tokens-1)
+	if want := int64(streams * (tokens - 1)); eng.decoded.Load() != want || eng.passes.Load() > tokens+2 {
+		t.Errorf("together: %d tokens decoded in %d passes, want %d in about %d", eng.decoded.Load(), eng.passes.Load(), want, tokens-1)
 	}
-	t.Logf("together: %d tokens decoded in %d passes", eng.decoded, eng.passes)
+	t.Logf("together: %d tokens decoded in %d passes", eng.decoded.Load(), eng.passes.Load())
+}
+
+// TestLoadgen runs `infer loadgen` on tiny-qwen3 (CPU): a row per level
+// with every token generated, and the streams of a level decoded together
+// (more than one sequence a pass at three streams).
+func TestLoadgen(t *testing.T) {
+	r := infer(t, "loadgen", "-m", serveModel(t), "--backend", "cpu", "--concurrent", "1,3", "-n", "8", "--prompt-tokens", "5")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want a header and 2 rows:\n%s", r.stdout)
+	}
+	for i, want := range []struct{ streams, tokens string }{{"1", "8"}, {"3", "24"}} {
+		f := strings.Fields(lines[i+1])
+		n := len(f)
+		if n < 8 || f[n-8] != want.streams || f[n-5] != want.tokens {
+			t.Errorf("row %d: %q, want %s streams and %s tokens", i, lines[i+1], want.streams, want.tokens)
+		}
+		perPass, err := strconv.ParseFloat(f[n-1], 64)
+		if err != nil || i == 0 && perPass != 1 || i == 1 && perPass <= 1 {
+			t.Errorf("row %d: %v sequences a pass (%v)", i, perPass, err)
+		}
+	}
 }
