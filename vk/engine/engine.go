@@ -77,6 +77,9 @@ type Engine struct {
 	weightRefs map[vk.Binding]weightRef
 	// lastToken is the waterfall of the latest profiled decode token.
 	lastToken *Waterfall
+	// memLimit, when not 0, caps the free memory Reserve sees: tests set
+	// it (LimitMemory) to stand for a smaller device than the one at hand.
+	memLimit uint64
 }
 
 // New builds the backend on an open device.
@@ -241,13 +244,17 @@ func rings(c backend.Cache) string {
 	return fmt.Sprintf(", %d of %d layers in sliding-window rings: %d positions in all", n, c.Layers, c.TotalSlots())
 }
 
-// localBudget is the free memory of the largest device-local heap.
+// localBudget is the free memory of the largest device-local heap, at
+// most memLimit when that is set.
 func (e *Engine) localBudget() uint64 {
 	var best uint64
 	for _, h := range e.dev.Info().Heaps {
 		if h.DeviceLocal && h.Budget > best {
 			best = h.Budget
 		}
+	}
+	if e.memLimit > 0 {
+		best = min(best, e.memLimit)
 	}
 	return best
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -268,6 +269,56 @@ func TestReserveRefusesOversizedModel(t *testing.T) {
 	}
 	if err := e.Reserve(1<<20, backend.Cache{Layers: 1, Context: 16, KVDim: 8}); err != nil {
 		t.Fatalf("a 1 MiB model was refused: %v", err)
+	}
+}
+
+// reserveOnly stops model.Load right after the backend's Reserve
+// accepts a model, so that a header with no weights (synth.Header) can be
+// checked against the device's memory without being uploaded.
+type reserveOnly struct{ backend.Backend }
+
+var errReserved = errors.New("reserved; stopping before the upload")
+
+func (r reserveOnly) Reserve(weightBytes uint64, c backend.Cache) error {
+	if err := r.Backend.Reserve(weightBytes, c); err != nil {
+		return err
+	}
+	return errReserved
+}
+
+// TestReserveQwen3MoE: on a device with 16 GiB free (lavapipe's 23.5 GiB
+// capped, as a 16 GiB card), the qwen3-30b-a3b preset in Q4_K_M (17.28 GiB
+// of weights; its totals as model.Load computes them from the header) is
+// refused before any upload, in one line that says what it needs and what
+// is free; qwen3-8b (4.7 GiB) is not.
+func TestReserveQwen3MoE(t *testing.T) {
+	e := open(t)
+	defer e.Close()
+	engine.LimitMemory(e, 16<<30)
+	load := func(preset string) error {
+		h, err := synth.Header("synth:" + preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = model.Load(h, reserveOnly{e}, model.Options{Context: 4096})
+		return err
+	}
+	err := load("qwen3-30b-a3b")
+	if err == nil || errors.Is(err, errReserved) {
+		t.Fatalf("qwen3-30b-a3b on a 16 GiB device: %v, want a refusal", err)
+	}
+	// 48 layers · 4096 positions · 512 values · f16 K and V: 384 MiB.
+	for _, want := range []string{"needs 18.5", "weights 17.28 GiB", "KV cache 384.0 MiB at context 4096", "16.00 GiB of device memory free"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q is more than one line", err)
+	}
+	t.Log(err)
+	if err := load("qwen3-8b"); !errors.Is(err, errReserved) {
+		t.Errorf("qwen3-8b on a 16 GiB device: %v, want it accepted", err)
 	}
 }
 

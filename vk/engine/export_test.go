@@ -18,3 +18,7 @@ func EmulateCoop(e *Engine) error {
 	e.faPre = fa
 	return nil
 }
+
+// LimitMemory makes e's Reserve see at most n bytes of free device memory,
+// so that a test stands for a device smaller than the one at hand.
+func LimitMemory(e *Engine, n uint64) { e.memLimit = n }
