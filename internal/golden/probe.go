@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/model"
 )
 
 // routeTieGap is the gap in router logits below which a token's k-th and
@@ -22,6 +24,34 @@ const routeTieGap = 0.05
 type routeProbe struct {
 	backend.Backend
 	ties []float64
+	// routes, when keep is set, are each Route's logits of the last run
+	// (one per layer, batch rows × experts) and its k.
+	keep   bool
+	routes []Routing
+}
+
+// Routing is one router's logits over a batch (Tokens × Experts) and the
+// number of experts each token uses.
+type Routing struct {
+	Logits          []float32
+	Tokens, Experts int
+	K               int
+}
+
+// Routes evaluates tokens (from position 0) through the model in f on be
+// and returns every layer's router logits: real router distributions, for
+// measurements of how a batch spreads over the experts.
+func Routes(f *gguf.File, be backend.Backend, tokens []int32) ([]Routing, error) {
+	probe := &routeProbe{Backend: be, keep: true}
+	m, err := model.Load(f, probe, model.Options{Context: len(tokens), UBatch: len(tokens)})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	if _, err := m.Forward(tokens, 0, false); err != nil {
+		return nil, err
+	}
+	return probe.routes, nil
 }
 
 func (r *routeProbe) Record(n int, build func(backend.Ops)) (backend.Program, error) {
@@ -82,6 +112,7 @@ func (p *probeProgram) Run(tokens []int32, pos int, out []float32) error {
 		ties = append(ties, 1e30)
 	}
 	p.probe.ties = ties
+	p.probe.routes = p.probe.routes[:0]
 	off, dst := 0, 0
 	for _, o := range p.outs {
 		v := all[off : off+o.size]
@@ -92,6 +123,9 @@ func (p *probeProgram) Run(tokens []int32, pos int, out []float32) error {
 			}
 			dst += copy(out[dst:], v)
 			continue
+		}
+		if p.probe.keep {
+			p.probe.routes = append(p.probe.routes, Routing{Logits: slices.Clone(v), Tokens: len(tokens), Experts: o.cols, K: o.k})
 		}
 		for i := range ties {
 			if o.k < o.cols {
