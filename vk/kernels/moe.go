@@ -154,3 +154,43 @@ func (k *Kernels) MoESum(s *vk.Sequence, dst, y, weights, r vk.Binding, rows, co
 
 // MoESumSpec is the pipeline MoESum builds.
 func (k *Kernels) MoESumSpec() vk.PipelineSpec { return spec("moe_sum", 4, 12, 0, Lanes) }
+
+// MoESortLanes is moe_sort.comp's workgroup size: the pairs of one round
+// of its scatter.
+const MoESortLanes = 256
+
+// MoESort records moe_sort.comp, the counting sort of a prefill batch's
+// pairs by expert on the device (one workgroup): ids holds an expert per
+// pair (Route's output, pairs = tokens·topK); dst gets experts+1 uint32
+// offsets (expert e's pairs at sorted positions offsets[e]..offsets[e+1])
+// and then the pairs' indices in sorted order, ascending within an expert:
+// PackByExpert's Offsets and Perm.
+func (k *Kernels) MoESort(s *vk.Sequence, dst, ids vk.Binding, pairs, experts int) error {
+	if err := positive("moe_sort", pairs, experts); err != nil {
+		return err
+	}
+	if experts > MaxExperts {
+		return fmt.Errorf("kernels: moe_sort: %d experts (at most %d)", experts, MaxExperts)
+	}
+	if err := positive("moe_sort", pairs+experts+1); err != nil { // dst indices
+		return err
+	}
+	if err := need("moe_sort ids", ids, f32(pairs)); err != nil {
+		return err
+	}
+	if err := need("moe_sort dst", dst, f32(experts+1+pairs)); err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.MoESortSpec())
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%d pairs over %d experts", pairs, experts))
+	s.Dispatch(p, []vk.Binding{ids, dst}, vk.Push(uint32(pairs), uint32(experts)), 1, 1, 1)
+	return nil
+}
+
+// MoESortSpec is the pipeline MoESort builds.
+func (k *Kernels) MoESortSpec() vk.PipelineSpec {
+	return spec("moe_sort", 2, 8, 0, MoESortLanes, MaxExperts)
+}

@@ -198,3 +198,58 @@ func TestMoESum(t *testing.T) {
 		}
 	}
 }
+
+// TestMoESort checks moe_sort.comp against PackByExpert's counting sort:
+// pair counts that are not multiples of the workgroup (1, 7, 255, 257,
+// 1037, 4096), every expert chosen, most chosen by none, one taking all,
+// MaxExperts, and ids out of range (clamped to the last expert).
+func TestMoESort(t *testing.T) {
+	k := setup(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, c := range []struct {
+		name          string
+		pairs, expert int
+		choose        func(i int) int
+	}{
+		{"one pair", 1, 1, func(int) int { return 0 }},
+		{"every expert", 7, 5, func(i int) int { return i % 5 }},
+		{"every expert, one round and a lane", 257, 128, func(i int) int { return (i * 37) % 128 }},
+		{"random 128", 4096, 128, func(int) int { return rng.IntN(128) }},
+		{"one takes all", 1037, 16, func(int) int { return 9 }},
+		{"none but two", 255, 128, func(i int) int { return []int{3, 77}[i%2] }},
+		{"max experts", 296, MaxExperts, func(int) int { return rng.IntN(MaxExperts) }},
+		{"out of range", 33, 6, func(i int) int { return []int{2, 100, -1}[i%3] }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ids := make([]float32, c.pairs)
+			want := make([]int, c.pairs)
+			for i := range ids {
+				e := c.choose(i)
+				ids[i] = float32(e)
+				want[i] = min(max(e, 0), c.expert-1)
+			}
+			ref, err := PackByExpert(want, c.expert, 64, 8, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ib := floatBuffer(t, ids)
+			ob := buffer(t, f32(c.expert+1+c.pairs), nil)
+			run(t, func(s *vk.Sequence) error { return k.MoESort(s, whole(ob), whole(ib), c.pairs, c.expert) })
+			got := read(t, ob, 0, c.expert+1+c.pairs)
+			for j, v := range got {
+				w := 0
+				if j <= c.expert {
+					w = ref.Offsets[j]
+				} else {
+					w = ref.Perm[j-c.expert-1]
+				}
+				if u := math.Float32bits(v); int(u) != w {
+					t.Fatalf("word %d (offsets 0..%d, then pairs) is %d, want %d", j, c.expert, u, w)
+				}
+			}
+		})
+	}
+	if err := k.MoESort(nil, vk.Binding{}, vk.Binding{}, 4, MaxExperts+1); err == nil {
+		t.Error("more experts than moe_sort.comp holds recorded")
+	}
+}
