@@ -103,37 +103,61 @@ uint dq_off(uint p, uint i) {
     return 16u * p + 4u * i;
 }
 
+// A Q4_K or Q5_K piece's words, loaded apart from the arithmetic that
+// decodes them (dq_k_fetch, dq_k_decode), so that a kernel can issue the
+// loads of its next tile before the work that hides their latency: the
+// block's d/dmin and 12 scale bytes (hd), the piece's 8 quant bytes (qs)
+// and, for Q5_K, its 8 bytes of fifth bits (qh). All zero decode to zeros.
+struct KRaw {
+    uvec4 hd;
+    uvec2 qs;
+    uvec2 qh;
+};
+
+KRaw dq_k_fetch(uint b, uint p) {
+    KRaw r;
+    uint j = p >> 2, q = p & 3u;
+    r.hd = uvec4(W[b >> 2], W[(b >> 2) + 1u], W[(b >> 2) + 2u], W[(b >> 2) + 3u]);
+    // Q4_K: qs at byte 16. Q5_K: qh[32] at 16, qs at 48.
+    uint qsw = ((QTYPE == T_Q4_K ? b + 16u : b + 48u) >> 2) + 8u * j + 2u * q;
+    r.qs = uvec2(W[qsw], W[qsw + 1u]);
+    r.qh = uvec2(0u);
+    if (QTYPE == T_Q5_K) {
+        uint qhw = ((b + 16u) >> 2) + 2u * q;
+        r.qh = uvec2(W[qhw], W[qhw + 1u]);
+    }
+    return r;
+}
+
+void dq_k_decode(KRaw r, uint p, out vec4 v[4]) {
+    vec2 dm = unpackHalf2x16(r.hd.x);
+    uint j = p >> 2;
+    vec2 sm0 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j);
+    vec2 sm1 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j + 1u);
+    float d0 = dm.x * sm0.x, m0 = dm.y * sm0.y;
+    float d1 = dm.x * sm1.x, m1 = dm.y * sm1.y;
+    uint l0 = r.qs.x & 0x0F0F0F0Fu, l1 = r.qs.y & 0x0F0F0F0Fu;
+    uint h0 = (r.qs.x >> 4) & 0x0F0F0F0Fu, h1 = (r.qs.y >> 4) & 0x0F0F0F0Fu;
+    if (QTYPE == T_Q5_K) {
+        // Bit 2j (low nibbles) and 2j+1 (high nibbles) of qh[l] are the
+        // fifth bits.
+        l0 |= ((r.qh.x >> (2u * j)) & 0x01010101u) << 4;
+        l1 |= ((r.qh.y >> (2u * j)) & 0x01010101u) << 4;
+        h0 |= ((r.qh.x >> (2u * j + 1u)) & 0x01010101u) << 4;
+        h1 |= ((r.qh.y >> (2u * j + 1u)) & 0x01010101u) << 4;
+    }
+    v[0] = d0 * dq_u8x4(l0, 0.0) - m0;
+    v[1] = d0 * dq_u8x4(l1, 0.0) - m0;
+    v[2] = d1 * dq_u8x4(h0, 0.0) - m1;
+    v[3] = d1 * dq_u8x4(h1, 0.0) - m1;
+}
+
 // dq_piece dequantizes piece p of the block at byte offset b. lim is the
 // number of values of the row from the block's first value on; only float
 // blocks can be partial (quantized rows are whole blocks).
 void dq_piece(uint b, uint p, uint lim, out vec4 v[4]) {
     if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
-        vec2 dm = unpackHalf2x16(W[b >> 2]);
-        uint s0 = W[(b >> 2) + 1u], s1 = W[(b >> 2) + 2u], s2 = W[(b >> 2) + 3u];
-        uint j = p >> 2, q = p & 3u;
-        vec2 sm0 = dq_scale_min_k4(s0, s1, s2, 2u * j);
-        vec2 sm1 = dq_scale_min_k4(s0, s1, s2, 2u * j + 1u);
-        float d0 = dm.x * sm0.x, m0 = dm.y * sm0.y;
-        float d1 = dm.x * sm1.x, m1 = dm.y * sm1.y;
-        // Q4_K: qs at byte 16. Q5_K: qh[32] at 16, qs at 48; bit 2j (low
-        // nibbles) and 2j+1 (high nibbles) of qh[l] are the fifth bits.
-        uint qsb = QTYPE == T_Q4_K ? b + 16u : b + 48u;
-        uint w0 = W[(qsb >> 2) + 8u * j + 2u * q];
-        uint w1 = W[(qsb >> 2) + 8u * j + 2u * q + 1u];
-        uint l0 = w0 & 0x0F0F0F0Fu, l1 = w1 & 0x0F0F0F0Fu;
-        uint h0 = (w0 >> 4) & 0x0F0F0F0Fu, h1 = (w1 >> 4) & 0x0F0F0F0Fu;
-        if (QTYPE == T_Q5_K) {
-            uint e0 = W[((b + 16u) >> 2) + 2u * q];
-            uint e1 = W[((b + 16u) >> 2) + 2u * q + 1u];
-            l0 |= ((e0 >> (2u * j)) & 0x01010101u) << 4;
-            l1 |= ((e1 >> (2u * j)) & 0x01010101u) << 4;
-            h0 |= ((e0 >> (2u * j + 1u)) & 0x01010101u) << 4;
-            h1 |= ((e1 >> (2u * j + 1u)) & 0x01010101u) << 4;
-        }
-        v[0] = d0 * dq_u8x4(l0, 0.0) - m0;
-        v[1] = d0 * dq_u8x4(l1, 0.0) - m0;
-        v[2] = d1 * dq_u8x4(h0, 0.0) - m1;
-        v[3] = d1 * dq_u8x4(h1, 0.0) - m1;
+        dq_k_decode(dq_k_fetch(b, p), p, v);
     } else if (QTYPE == T_Q6_K) {
         // ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, d at 208.
         uint h = p >> 3, g = p & 7u;

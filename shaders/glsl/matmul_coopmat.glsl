@@ -80,6 +80,42 @@ void loadA(uint m0, uint k0) {
     }
 }
 
+// Q4_K and Q5_K weights are fetched a step ahead: fetchA loads the words
+// of the next K step's pieces into registers (APL pieces a lane) while the
+// current step's products run, and decodeA turns them into shA's f16 at
+// the next step, so no step waits on a global load of its weights.
+const bool PREFETCH = QTYPE == T_Q4_K || QTYPE == T_Q5_K;
+const uint APL = (BM * PA + WG - 1u) / WG;
+KRaw araw[PREFETCH ? APL : 1u];
+
+void fetchA(uint m0, uint k0) {
+    [[unroll]] for (uint j = 0u; j < APL; j++) {
+        uint it = gl_LocalInvocationIndex + j * WG;
+        uint r = it / PA, k = k0 + 16u * (it % PA);
+        KRaw z = KRaw(uvec4(0u), uvec2(0u), uvec2(0u));
+        if (it < BM * PA && m0 + r < pc.M && k < pc.K) {
+            z = dq_k_fetch((m0 + r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
+        }
+        araw[j] = z;
+    }
+}
+
+void decodeA(uint k0) {
+    [[unroll]] for (uint j = 0u; j < APL; j++) {
+        uint it = gl_LocalInvocationIndex + j * WG;
+        if (it < BM * PA) {
+            uint r = it / PA, k = k0 + 16u * (it % PA);
+            uint blk = k / QK, p = (k % QK) / 16u;
+            vec4 v[4];
+            dq_k_decode(araw[j], p, v);
+            uint base = 4u * r * SA + blk * QK - k0;
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                shA[(base + dq_off(p, i)) / 4u] = f16vec4(v[i]);
+            }
+        }
+    }
+}
+
 // loadB stages values k..k+KC of columns n0.. of xh into shB; columns past
 // N and values past K read as zero.
 void loadB(uint n0, uint k) {
@@ -105,9 +141,17 @@ void main() {
     [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
         CM_ZERO(acc[f]);
     }
+    if (PREFETCH) {
+        fetchA(m0, 0u);
+    }
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         barrier(); // the previous step's readers of shA and shB are done
-        loadA(m0, k0);
+        if (PREFETCH) {
+            decodeA(k0);
+            fetchA(m0, k0 + BK);
+        } else {
+            loadA(m0, k0);
+        }
         for (uint kc = 0u; kc < BK && k0 + kc < pc.K; kc += KC) {
             if (kc > 0u) {
                 barrier(); // the previous chunk's readers of shB are done
