@@ -4,54 +4,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/internal/moeref"
 	"github.com/vkinfer/vkinfer/quant"
 )
-
-// routeRef is Route in float64: the k most probable experts of softmax(x)
-// (ties to the lower index) and their probabilities, renormalised when norm.
-func routeRef(x []float32, k int, norm bool) (ids []int, w []float64) {
-	mx := math.Inf(-1)
-	for _, v := range x {
-		mx = max(mx, float64(v))
-	}
-	p := make([]float64, len(x))
-	var sum float64
-	for e, v := range x {
-		p[e] = math.Exp(float64(v) - mx)
-		sum += p[e]
-	}
-	order := make([]int, len(x))
-	for e := range order {
-		order[e] = e
-		p[e] /= sum
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case p[a] > p[b]:
-			return -1
-		case p[a] < p[b]:
-			return 1
-		}
-		return 0
-	})
-	ids = order[:k]
-	var s float64
-	for _, e := range ids {
-		w = append(w, p[e])
-		s += p[e]
-	}
-	if norm {
-		for j := range w {
-			w[j] /= max(s, moeSumMin)
-		}
-	}
-	return ids, w
-}
 
 // route runs Route on logits (n rows of e) and returns ids and weights.
 func route(t *testing.T, logits []float32, n, e, k int, norm bool) (ids, w []float32) {
@@ -90,7 +49,7 @@ func TestRoute(t *testing.T) {
 				logits[6*c.e+c.e-1] = 1000
 				ids, w := route(t, logits, n, c.e, c.k, norm)
 				for i := range n {
-					wantIDs, wantW := routeRef(logits[i*c.e:(i+1)*c.e], c.k, norm)
+					wantIDs, wantW := moeref.Route(logits[i*c.e:(i+1)*c.e], c.k, norm)
 					for j := range c.k {
 						if got := ids[i*c.k+j]; got != float32(wantIDs[j]) {
 							t.Fatalf("token %d slot %d: expert %v, want %d (ids %v)", i, j, got, wantIDs[j], ids[i*c.k:(i+1)*c.k])

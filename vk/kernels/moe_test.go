@@ -4,53 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
+	"github.com/vkinfer/vkinfer/internal/moeref"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 )
-
-// routeRef is the router in float64: the k most probable experts of
-// softmax(x) (ties to the lower index) and their probabilities,
-// renormalised (sum clamped at 6.1e-5) when norm.
-func routeRef(x []float32, k int, norm bool) (ids []int, w []float64) {
-	mx := math.Inf(-1)
-	for _, v := range x {
-		mx = max(mx, float64(v))
-	}
-	p := make([]float64, len(x))
-	var sum float64
-	for e, v := range x {
-		p[e] = math.Exp(float64(v) - mx)
-		sum += p[e]
-	}
-	order := make([]int, len(x))
-	for e := range order {
-		order[e] = e
-		p[e] /= sum
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case p[a] > p[b]:
-			return -1
-		case p[a] < p[b]:
-			return 1
-		}
-		return 0
-	})
-	var s float64
-	for _, e := range order[:k] {
-		w = append(w, p[e])
-		s += p[e]
-	}
-	if norm {
-		for j := range w {
-			w[j] /= max(s, 6.103515625e-5)
-		}
-	}
-	return order[:k], w
-}
 
 // TestRoute checks route.comp against the float64 router on random logits
 // (Qwen3-30B-A3B's 128 experts and 8 used, the tiny model's 8 and 2, every
@@ -74,7 +33,7 @@ func TestRoute(t *testing.T) {
 				})
 				ids, w := read(t, ib, 0, c.n*c.k), read(t, wb, 0, c.n*c.k)
 				for i := range c.n {
-					wantIDs, wantW := routeRef(logits[i*c.e:(i+1)*c.e], c.k, norm)
+					wantIDs, wantW := moeref.Route(logits[i*c.e:(i+1)*c.e], c.k, norm)
 					for j := range c.k {
 						if got := ids[i*c.k+j]; got != float32(wantIDs[j]) {
 							t.Fatalf("token %d slot %d: expert %v, want %d (ids %v)", i, j, got, wantIDs[j], ids[i*c.k:(i+1)*c.k])
