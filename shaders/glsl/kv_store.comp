@@ -13,6 +13,11 @@
 // them in place first. Each value is rotated on its own (in the NeoX layout
 // a value and its partner are not neighbours, and the cache packs
 // neighbours), so the angle is computed twice per pair.
+//
+// With ROWS the rows are one token each of distinct sequences (the server's
+// batched decode): the step binding is then a table of (sequence, position)
+// per row, and row i goes to row p mod ctx of its sequence's region of the
+// cache (sequence s owns rows s*ctx .. s*ctx+ctx-1, a ring of its own).
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -20,11 +25,13 @@ layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const bool ROPE = false;
 layout(constant_id = 2) const bool NEOX = false;
 layout(constant_id = 3) const bool FREQ_FACTORS = false;
+layout(constant_id = 4) const bool ROWS = false;
 
 layout(binding = 0) writeonly buffer Cache { uint cache[]; }; // f16 pairs
 layout(binding = 1) readonly buffer Src { vec2 src[]; };
 layout(binding = 1) readonly buffer SrcF { float srcf[]; };
 layout(binding = 2) readonly buffer Step { uint pos; };
+layout(binding = 2) readonly buffer Rows { uvec2 rows[]; }; // ROWS: (sequence, position) per row
 layout(binding = 3) readonly buffer Factors { float ff[]; }; // bound to a dummy unless FREQ_FACTORS
 
 layout(push_constant) uniform Push {
@@ -40,6 +47,11 @@ layout(push_constant) uniform Push {
 
 #include "rope.glsl"
 
+// position is row i's position.
+uint position(uint i) {
+    return ROWS ? rows[i].y : pos + i;
+}
+
 // rotated returns value e of row i after the rotation of its head.
 float rotated(uint i, uint e) {
     uint head = e / pc.headDim, d = e % pc.headDim;
@@ -48,7 +60,7 @@ float rotated(uint i, uint e) {
         return srcf[base + d];
     }
     uint r = rope_index(d, pc.ropeDims, NEOX);
-    vec2 cs = rope_cos_sin(r, pc.ropeDims, float(pos + i), pc.log2Base, pc.freqScale, FREQ_FACTORS ? ff[r] : 1.0);
+    vec2 cs = rope_cos_sin(r, pc.ropeDims, float(position(i)), pc.log2Base, pc.freqScale, FREQ_FACTORS ? ff[r] : 1.0);
     return rope_rotate(srcf[base + d], srcf[base + rope_partner(d, pc.ropeDims, NEOX)], rope_first(d, pc.ropeDims, NEOX), cs);
 }
 
@@ -58,8 +70,11 @@ void main() {
         return;
     }
     uint i = g / pc.pairs, j = g % pc.pairs;
-    if (i + pc.ctx >= pc.n) {
+    // Rows of distinct sequences never share a slot; consecutive ones do
+    // once the batch outruns the ring.
+    if (ROWS || i + pc.ctx >= pc.n) {
         vec2 v = ROPE ? vec2(rotated(i, 2u * j), rotated(i, 2u * j + 1u)) : src[g];
-        cache[((pos + i) % pc.ctx) * pc.pairs + j] = packHalf2x16(v);
+        uint region = ROWS ? rows[i].x * pc.ctx : 0u;
+        cache[(region + position(i) % pc.ctx) * pc.pairs + j] = packHalf2x16(v);
     }
 }

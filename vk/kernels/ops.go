@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -216,6 +217,17 @@ func (r RoPE) check(k *Kernels, op string) (vk.Binding, error) {
 // Rope records the rotation of x [n][heads][HeadDim] into dst (which may be
 // x); row i is at position pos + i with pos read from step.
 func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r RoPE) error {
+	return k.rope(s, dst, x, step, n, heads, r, false)
+}
+
+// RopeRows is Rope for rows that are one token each of several sequences:
+// rows holds n (sequence, position) pairs of uint32 and row i is at
+// position rows[i].position (RowTable writes the table).
+func (k *Kernels) RopeRows(s *vk.Sequence, dst, x, rows vk.Binding, n, heads int, r RoPE) error {
+	return k.rope(s, dst, x, rows, n, heads, r, true)
+}
+
+func (k *Kernels) rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r RoPE, rows bool) error {
 	if err := positive("rope", n, heads, r.HeadDim); err != nil {
 		return err
 	}
@@ -230,10 +242,10 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 	if err := need("rope x", x, size); err != nil {
 		return err
 	}
-	if err := need("rope step", step, 4); err != nil {
+	if err := need("rope step", step, stepBytes(n, rows)); err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.RopeSpec(r))
+	p, err := k.pipeline(k.ropeSpec(r, rows))
 	if err != nil {
 		return err
 	}
@@ -247,8 +259,37 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 }
 
 // RopeSpec is the pipeline Rope builds for r.
-func (k *Kernels) RopeSpec(r RoPE) vk.PipelineSpec {
-	return spec("rope", 4, 24, 0, Lanes, b32(r.NeoX), b32(r.Factors != nil))
+func (k *Kernels) RopeSpec(r RoPE) vk.PipelineSpec { return k.ropeSpec(r, false) }
+
+// RopeRowsSpec is the pipeline RopeRows builds for r.
+func (k *Kernels) RopeRowsSpec(r RoPE) vk.PipelineSpec { return k.ropeSpec(r, true) }
+
+func (k *Kernels) ropeSpec(r RoPE, rows bool) vk.PipelineSpec {
+	return spec("rope", 4, 24, 0, Lanes, b32(r.NeoX), b32(r.Factors != nil), b32(rows))
+}
+
+// RowTable encodes the row table of the …Rows kernels: for row i, uint32
+// seqs[i] then uint32 pos[i], little-endian. It panics unless the two are
+// as long.
+func RowTable(seqs, pos []int32) []byte {
+	if len(seqs) != len(pos) {
+		panic(fmt.Sprintf("kernels: row table of %d sequences and %d positions", len(seqs), len(pos)))
+	}
+	b := make([]byte, 0, 8*len(seqs))
+	for i := range seqs {
+		b = binary.LittleEndian.AppendUint32(b, uint32(seqs[i]))
+		b = binary.LittleEndian.AppendUint32(b, uint32(pos[i]))
+	}
+	return b
+}
+
+// stepBytes is the size of the step binding a kernel over n rows reads:
+// the first position, or with rows a (sequence, position) pair per row.
+func stepBytes(n int, rows bool) int64 {
+	if rows {
+		return 8 * int64(n)
+	}
+	return 4
 }
 
 // Element-wise operations of eltwise.comp (its OP specialization constant).
@@ -379,6 +420,23 @@ func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstS
 // ctx rows are kept. With r not nil the rows are keys of kvDim/r.HeadDim
 // heads, rotated by r on the way (src itself is left as it was).
 func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim, ctx int, r *RoPE) error {
+	return k.storeKV(s, cache, src, step, n, kvDim, ctx, 1, r, false)
+}
+
+// StoreKVRows is StoreKV for rows that are one token each of distinct
+// sequences: rows holds n (sequence, position) pairs of uint32 (RowTable),
+// and cache holds seqs regions of ctx rows, sequence q's ring in rows q*ctx
+// … q*ctx+ctx-1. Row i, position p of sequence q, goes to row q*ctx + p mod
+// ctx. Two rows of one sequence would race for their slots: the caller
+// gives each sequence at most one row (backend.Cache.CheckRows).
+func (k *Kernels) StoreKVRows(s *vk.Sequence, cache, src, rows vk.Binding, n, kvDim, ctx, seqs int, r *RoPE) error {
+	if err := positive("kv_store", seqs, ctx, kvDim); err != nil {
+		return err
+	}
+	return k.storeKV(s, cache, src, rows, n, kvDim, ctx, seqs, r, true)
+}
+
+func (k *Kernels) storeKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim, ctx, seqs int, r *RoPE, rows bool) error {
 	if err := positive("kv_store", n, kvDim); err != nil {
 		return err
 	}
@@ -388,13 +446,13 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 	if kvDim%2 != 0 {
 		return fmt.Errorf("kernels: kv_store: odd row of %d values", kvDim)
 	}
-	if err := need("kv_store cache", cache, 2*int64(ctx)*int64(kvDim)); err != nil {
+	if err := need("kv_store cache", cache, 2*int64(seqs)*int64(ctx)*int64(kvDim)); err != nil {
 		return err
 	}
 	if err := need("kv_store src", src, f32(n*kvDim)); err != nil {
 		return err
 	}
-	if err := need("kv_store step", step, 4); err != nil {
+	if err := need("kv_store step", step, stepBytes(n, rows)); err != nil {
 		return err
 	}
 	// Without a rotation the shader reads none of these but its push
@@ -410,7 +468,7 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 	if rope.HeadDim < 1 || kvDim%rope.HeadDim != 0 {
 		return fmt.Errorf("kernels: kv_store: rows of %d values are not whole heads of %d", kvDim, rope.HeadDim)
 	}
-	p, err := k.pipeline(k.StoreKVSpec(r))
+	p, err := k.pipeline(k.storeKVSpec(r, rows))
 	if err != nil {
 		return err
 	}
@@ -424,11 +482,16 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 }
 
 // StoreKVSpec is the pipeline StoreKV builds for rotation r (nil: none).
-func (k *Kernels) StoreKVSpec(r *RoPE) vk.PipelineSpec {
+func (k *Kernels) StoreKVSpec(r *RoPE) vk.PipelineSpec { return k.storeKVSpec(r, false) }
+
+// StoreKVRowsSpec is the pipeline StoreKVRows builds for rotation r.
+func (k *Kernels) StoreKVRowsSpec(r *RoPE) vk.PipelineSpec { return k.storeKVSpec(r, true) }
+
+func (k *Kernels) storeKVSpec(r *RoPE, rows bool) vk.PipelineSpec {
 	if r == nil {
-		return spec("kv_store", 4, 28, 0, Lanes, 0, 0, 0)
+		return spec("kv_store", 4, 28, 0, Lanes, 0, 0, 0, b32(rows))
 	}
-	return spec("kv_store", 4, 28, 0, Lanes, 1, b32(r.NeoX), b32(r.Factors != nil))
+	return spec("kv_store", 4, 28, 0, Lanes, 1, b32(r.NeoX), b32(r.Factors != nil), b32(rows))
 }
 
 // Attn describes a causal attention over the f16 KV cache.

@@ -592,3 +592,122 @@ func rmsNormRef(x, w []float32, rows, cols int, eps float64) []float64 {
 	}
 	return want
 }
+
+// rowCase is a batch of one token each of distinct sequences: seqs[i] at
+// pos[i], as the server's batched decode gives them.
+var rowCase = struct{ seqs, pos []int32 }{
+	// Sequence 2 is past its ring's first lap (ctx 8 below: slot 1),
+	// sequence 1 far past it (slot 0); sequence 3 has no row and its
+	// region must stay as it was.
+	seqs: []int32{2, 0, 1},
+	pos:  []int32{17, 3, 40},
+}
+
+// TestRopeRows rotates each row at its own position (the row table),
+// against ropeRef row by row.
+func TestRopeRows(t *testing.T) {
+	k := setup(t)
+	for _, rc := range []RoPE{
+		{HeadDim: 64, Dims: 64, Base: 10000, Scale: 1, NeoX: true},
+		{HeadDim: 6, Dims: 4, Base: 10000, Scale: 0.5},
+	} {
+		t.Run(fmt.Sprintf("%d-of-%d/neox=%v", rc.Dims, rc.HeadDim, rc.NeoX), func(t *testing.T) {
+			const heads = 3
+			n, dim := len(rowCase.seqs), heads*rc.HeadDim
+			r := rand.New(rand.NewPCG(uint64(n), uint64(dim)))
+			x := normals(r, n*dim, 1)
+			ff := make([]float32, rc.Dims/2)
+			for i := range ff {
+				ff[i] = 1
+			}
+			xb := floatBuffer(t, x)
+			rows := buffer(t, 8*int64(n), RowTable(rowCase.seqs, rowCase.pos))
+			run(t, func(s *vk.Sequence) error {
+				return k.RopeRows(s, whole(xb), whole(xb), whole(rows), n, heads, rc)
+			})
+			got := read(t, xb, 0, n*dim)
+			for i, p := range rowCase.pos {
+				want, scale, maxTheta := ropeRef(x[i*dim:(i+1)*dim], 1, heads, int(p), rc, ff)
+				compare(t, fmt.Sprintf("row %d (position %d)", i, p), got[i*dim:(i+1)*dim], want, scale, 1e-5+2e-6*maxTheta)
+			}
+		})
+	}
+}
+
+// TestStoreKVRows stores each row, rotated and not, into its sequence's
+// region of the cache at its position's slot in that region's ring; every
+// other slot keeps what it held.
+func TestStoreKVRows(t *testing.T) {
+	k := setup(t)
+	const seqs, ctx = 4, 8
+	for _, rc := range []*RoPE{nil, {HeadDim: 32, Dims: 32, Base: 10000, Scale: 1}} {
+		t.Run(fmt.Sprintf("rope=%v", rc != nil), func(t *testing.T) {
+			const kvDim = 64
+			n := len(rowCase.seqs)
+			r := rand.New(rand.NewPCG(uint64(n), kvDim))
+			src := normals(r, n*kvDim, 10)
+			stored := make([]float64, len(src)) // what each row's slot should hold
+			tol := make([]float64, len(src))
+			for i, v := range src {
+				stored[i] = float64(v)
+			}
+			if rc != nil {
+				ff := []float32{}
+				for range rc.Dims / 2 {
+					ff = append(ff, 1)
+				}
+				for i, p := range rowCase.pos {
+					want, scale, maxTheta := ropeRef(src[i*kvDim:(i+1)*kvDim], 1, kvDim/rc.HeadDim, int(p), *rc, ff)
+					for j := range want {
+						stored[i*kvDim+j] = want[j]
+						tol[i*kvDim+j] = (1e-5 + 2e-6*maxTheta) * scale[j]
+					}
+				}
+			}
+			const sentinel = 0xA5
+			init := make([]byte, 2*seqs*ctx*kvDim)
+			for i := range init {
+				init[i] = sentinel
+			}
+			cb := buffer(t, int64(len(init)), init)
+			sb := floatBuffer(t, src)
+			rows := buffer(t, 8*int64(n), RowTable(rowCase.seqs, rowCase.pos))
+			run(t, func(s *vk.Sequence) error {
+				return k.StoreKVRows(s, whole(cb), whole(sb), whole(rows), n, kvDim, ctx, seqs, rc)
+			})
+			got := make([]byte, len(init))
+			if err := cb.Read(0, got); err != nil {
+				t.Fatal(err)
+			}
+			vals := make([]float32, seqs*ctx*kvDim)
+			if err := quant.Dequantize(quant.F16, got, vals); err != nil {
+				t.Fatal(err)
+			}
+			owner := map[int]int{} // cache row → batch row stored there
+			for i := range n {
+				owner[int(rowCase.seqs[i])*ctx+int(rowCase.pos[i])%ctx] = i
+			}
+			bad := 0
+			for row := range seqs * ctx {
+				i, ok := owner[row]
+				for j := range kvDim {
+					o := row*kvDim + j
+					var fine bool
+					if ok {
+						w := stored[i*kvDim+j]
+						// f16 rounding (half an ulp of 2^-10 relative) plus the
+						// rotation's error.
+						fine = math.Abs(float64(vals[o])-w) <= math.Abs(w)/1024+6.2e-5+tol[i*kvDim+j]
+					} else {
+						fine = got[2*o] == sentinel && got[2*o+1] == sentinel
+					}
+					if !fine {
+						if bad++; bad <= 5 {
+							t.Errorf("cache row %d (sequence %d, slot %d) value %d = %v (stored by batch row %d: %v)", row, row/ctx, row%ctx, j, vals[o], i, ok)
+						}
+					}
+				}
+			}
+		})
+	}
+}
