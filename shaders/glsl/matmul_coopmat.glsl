@@ -84,8 +84,10 @@ void loadA(uint m0, uint k0) {
 // of the next K step's pieces into registers (APL pieces a lane) while the
 // current step's products run, and decodeA turns them into shA's f16 at
 // the next step, so no step waits on a global load of its weights.
-const bool PREFETCH = QTYPE == T_Q4_K || QTYPE == T_Q5_K;
+// Only where a lane holds a few pieces: small workgroups over large tiles
+// (the emulation's, or a tuning sweep's) would hold dozens in registers.
 const uint APL = (BM * PA + WG - 1u) / WG;
+const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K) && APL <= 4u;
 KRaw araw[PREFETCH ? APL : 1u];
 
 void fetchA(uint m0, uint k0) {
@@ -116,19 +118,50 @@ void decodeA(uint k0) {
     }
 }
 
-// loadB stages values k..k+KC of columns n0.. of xh into shB; columns past
-// N and values past K read as zero.
-void loadB(uint n0, uint k) {
-    const uint U = KC / 8u; // 16-byte words per column
-    for (uint it = gl_LocalInvocationIndex; it < BN * U; it += WG) {
-        uint n = it / U, u = it % U;
-        uvec4 q = uvec4(0u);
-        if (n0 + n < pc.N && k + 8u * u < pc.K) {
-            q = xh4[((n0 + n) * pc.K + k) / 8u + u];
+// The activations are fetched a chunk ahead the same way where a lane
+// holds at most 8 words of them (BPRE): fetchB loads values k..k+KC of
+// columns n0.. of xh into registers (BPL 16-byte words a lane) while the
+// current chunk's products run, and storeB writes them into shB; columns
+// past N and values past K read as zero. Chunks are consecutive in k
+// across steps, so the next chunk is always k + KC. Otherwise storeB
+// loads and stores the chunk itself.
+const uint BU = KC / 8u; // 16-byte words per column of a chunk
+const uint BPL = (BN * BU + WG - 1u) / WG;
+const bool BPRE = BPL <= 8u;
+uvec4 braw[BPRE ? BPL : 1u];
+
+uvec4 chunkWord(uint n0, uint k, uint it) {
+    uint n = it / BU, u = it % BU;
+    if (it < BN * BU && n0 + n < pc.N && k + 8u * u < pc.K) {
+        return xh4[((n0 + n) * pc.K + k) / 8u + u];
+    }
+    return uvec4(0u);
+}
+
+void fetchB(uint n0, uint k) {
+    if (BPRE) {
+        [[unroll]] for (uint j = 0u; j < BPL; j++) {
+            braw[j] = chunkWord(n0, k, gl_LocalInvocationIndex + j * WG);
         }
-        uint o = n * SB + 2u * u;
-        shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
-        shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
+    }
+}
+
+// storeB writes chunk k of columns n0.. into shB: from braw with BPRE,
+// else loading it now.
+void storeB(uint n0, uint k) {
+    for (uint j = 0u; j < BPL; j++) {
+        uint it = gl_LocalInvocationIndex + j * WG;
+        if (it < BN * BU) {
+            uint o = (it / BU) * SB + 2u * (it % BU);
+            uvec4 q;
+            if (BPRE) {
+                q = braw[min(j, BPL - 1u)];
+            } else {
+                q = chunkWord(n0, k, it);
+            }
+            shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
+            shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
+        }
     }
 }
 
@@ -144,6 +177,7 @@ void main() {
     if (PREFETCH) {
         fetchA(m0, 0u);
     }
+    fetchB(n0, 0u);
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         barrier(); // the previous step's readers of shA and shB are done
         if (PREFETCH) {
@@ -156,7 +190,8 @@ void main() {
             if (kc > 0u) {
                 barrier(); // the previous chunk's readers of shB are done
             }
-            loadB(n0, k0 + kc);
+            storeB(n0, k0 + kc);
+            fetchB(n0, k0 + kc + KC);
             barrier(); // shA and shB written
             for (uint kk = 0u; kk < KC; kk += CM_K) {
                 CM_DECL_A(a, FM);
