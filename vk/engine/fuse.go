@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/vkinfer/vkinfer/backend"
-	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
@@ -26,21 +25,15 @@ const (
 	// FuseGLU: the gated activation of gate and up, with its 8-bit copy,
 	// in their stacked dispatch (needs FuseStack).
 	FuseGLU
-	// FuseNorm: an RMS norm of a product's result with its residual (the
-	// o and down projections' x) in that product's dispatch
-	// (kernels.MatVecAddNorm).
-	FuseNorm
-
-	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseNorm
 )
 
 var fusionNames = []struct {
 	f    Fusion
 	name string
-}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseNorm, "norm"}}
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}}
 
 // ParseFusions reads a comma-separated list of fusion names (stack, rope,
-// glu, norm; "all" for every one; "" for none).
+// glu; "all" for every one; "" for none).
 func ParseFusions(s string) (Fusion, error) {
 	var f Fusion
 	for _, name := range strings.Split(s, ",") {
@@ -49,7 +42,7 @@ func ParseFusions(s string) (Fusion, error) {
 			continue
 		}
 		if name == "all" {
-			f |= fuseAll
+			f |= FuseStack | FuseRoPE | FuseGLU
 			continue
 		}
 		found := false
@@ -59,7 +52,7 @@ func ParseFusions(s string) (Fusion, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, norm or all)", name)
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu or all)", name)
 		}
 	}
 	return f, nil
@@ -102,10 +95,6 @@ const (
 	cacheV
 )
 
-// heldAdd is a product with its residual, dst = r + w·x, held back so
-// that an RMS norm of dst can join its dispatch (FuseNorm).
-type heldAdd struct{ d, m, a, r *tensor }
-
 // fuser gathers decode's fusions; program and planOps share it, so that
 // a plan decides as the engine does.
 type fuser struct {
@@ -113,9 +102,6 @@ type fuser struct {
 	on      Fusion
 	n       int
 	pending []*fusion
-	// held is a product with residual waiting for a norm of its result;
-	// it was recorded before pending, so a flush records it first.
-	held *heldAdd
 	// sameBuffer says whether two weights lie in one buffer (program:
 	// the arena keeps a layer's weights together, see Engine.Weight; a
 	// plan has no buffers and assumes so).
@@ -268,39 +254,6 @@ func (fu *fusion) caches() bool {
 		}
 	}
 	return false
-}
-
-// productAdd holds back dst = r + w·x for a norm of dst to join it, or
-// says it cannot: one column (decode) of weights the matrix-vector kernels
-// take. The caller has flushed what was pending.
-func (f *fuser) productAdd(d, m, a, r *tensor) bool {
-	if f.on&FuseNorm == 0 || a.rows != 1 || d.rows != 1 || r.rows != 1 || d.cols != m.rows || r.cols != m.rows ||
-		!isWeightType(m) || f.k.UseCoop(m.typ, a.rows, a.cols) || (f.k.UseQ8(m.typ) && !q8Able(a)) {
-		return false
-	}
-	f.held = &heldAdd{d: d, m: m, a: a, r: r}
-	return true
-}
-
-// norm takes the held product whose result x is, when the norm dst =
-// rmsnorm(x)·w can finish in its dispatch: nothing recorded after the
-// product yet, f32 weights of x's length and a dst of its shape (x itself
-// for the output norm). nil where it cannot; then the caller flushes.
-func (f *fuser) norm(d, x, w *tensor) *heldAdd {
-	h := f.held
-	if h == nil || h.d != x || len(f.pending) > 0 || d.rows != x.rows || d.cols != x.cols ||
-		w.typ != quant.F32 || w.rows*w.cols != x.cols || w.b.Off%16 != 0 || d.b.Off%16 != 0 {
-		return nil
-	}
-	f.held = nil
-	return h
-}
-
-// takeHeld returns the held product, if any, and forgets it.
-func (f *fuser) takeHeld() *heldAdd {
-	h := f.held
-	f.held = nil
-	return h
 }
 
 // take returns the pending fusions and forgets them.

@@ -13,8 +13,7 @@ func TestParseFusions(t *testing.T) {
 		"":               0,
 		"stack":          engine.FuseStack,
 		" rope , glu ":   engine.FuseRoPE | engine.FuseGLU,
-		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseNorm,
-		"norm":           engine.FuseNorm,
+		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU,
 		"glu,stack,glu,": engine.FuseStack | engine.FuseGLU,
 	} {
 		got, err := engine.ParseFusions(s)

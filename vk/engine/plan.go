@@ -170,12 +170,8 @@ func (o *planOps) Embed(dst, table backend.Tensor) {
 }
 
 func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
-	d := act(dst)
-	if h := o.fz.norm(d, act(x), act(w)); h != nil {
-		o.addNorm(h, d)
-		return
-	}
 	o.flush()
+	d := act(dst)
 	q8 := o.q8Out(d)
 	op := fmt.Sprintf("rms_norm %d", d.cols)
 	if q8 {
@@ -227,23 +223,15 @@ func (o *planOps) matMul(d, m, a *tensor) {
 
 func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 	o.flush()
-	d, m, a, res := act(dst), act(w), act(x), act(r)
-	if o.fz.productAdd(d, m, a, res) {
-		return
-	}
-	o.matMulAdd(d, m, a, res)
-}
-
-// matMulAdd is program.matMulAdd.
-func (o *planOps) matMulAdd(d, m, a, res *tensor) {
+	d, m, a := act(dst), act(w), act(x)
 	k := o.pl.e.k
 	switch {
 	case a.rows > kernels.MaxMatVecCols:
 		if o.prod == nil || o.prod.rows != d.rows || o.prod.cols != d.cols {
 			o.prod = act(o.Tensor(d.rows, d.cols))
 		}
-		o.MatMul(o.prod, m, a)
-		o.Add(d, res, o.prod)
+		o.MatMul(o.prod, w, x)
+		o.Add(dst, r, o.prod)
 		return
 	case k.UseQ8(m.typ):
 		o.productQ8(d, m, a, true)
@@ -252,30 +240,6 @@ func (o *planOps) matMulAdd(d, m, a, res *tensor) {
 			k.MatVecSpec(m.typ, a.rows, k.MatVec, true, false))
 	}
 	o.wrote(d)
-}
-
-// addNorm is program.addNorm.
-func (o *planOps) addNorm(h *heldAdd, d *tensor) {
-	k := o.pl.e.k
-	q8, sh, name := k.UseQ8(h.m.typ), k.MatVec, "matvec_norm"
-	if q8 {
-		if !o.q8[h.a] {
-			o.add(fmt.Sprintf("quantize_q8 %d", h.a.cols), 0, k.QuantizeQ8Spec())
-			o.q8[h.a] = true
-		}
-		sh, name = k.MatVecQ8For(h.m.rows, h.m.cols), "matvec_norm_q8"
-	}
-	q8Out := o.q8Out(d)
-	op := fmt.Sprintf("%s %s %s +residual", name, matrix(h.m), sh)
-	if q8Out {
-		op += " +q8"
-	}
-	o.add(op, 0, k.MatVecNormSpec(h.m.typ, sh, q8, q8Out))
-	o.wrote(h.d)
-	o.wrote(d)
-	if q8Out {
-		o.q8[d] = true
-	}
 }
 
 // productQ8 is program.productQ8.
@@ -476,9 +440,6 @@ func (o *planOps) fail(err error) {
 // flush is program.flush.
 func (o *planOps) flush() {
 	k := o.pl.e.k
-	if h := o.fz.takeHeld(); h != nil {
-		o.matMulAdd(h.d, h.m, h.a, h.r)
-	}
 	for _, fu := range o.fz.take() {
 		if fu.plain() {
 			o.matMul(fu.mats[0].dst, fu.mats[0].w, fu.x)

@@ -175,12 +175,8 @@ func (p *program) Embed(dst, table backend.Tensor) {
 }
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
-	d, a, g := act(dst), act(x), act(w)
-	if h := p.fz.norm(d, a, g); h != nil {
-		p.addNorm(h, d, g, eps)
-		return
-	}
 	p.flush()
+	d, a, g := act(dst), act(x), act(w)
 	if c := p.q8Out(d); c != nil {
 		// The result feeds products, which will want it in 8 bits; the
 		// norm writes that copy as well.
@@ -240,22 +236,14 @@ func (p *program) matMul(d, m, a *tensor) {
 func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 	p.flush()
 	d, m, a, res := act(dst), act(w), act(x), act(r)
-	if p.fz.productAdd(d, m, a, res) {
-		return // until the next op says whether a norm joins it
-	}
-	p.matMulAdd(d, m, a, res)
-}
-
-// matMulAdd records dst = r + w·x on its own.
-func (p *program) matMulAdd(d, m, a, res *tensor) {
 	if a.rows > kernels.MaxMatVecCols {
 		// The tiled kernel has no residual input: a product into a scratch
 		// tensor (one per program, reused by every layer), then an add.
 		if p.prod == nil || p.prod.rows != d.rows || p.prod.cols != d.cols {
 			p.prod = act(p.Tensor(d.rows, d.cols))
 		}
-		p.MatMul(p.prod, m, a)
-		p.Add(d, res, p.prod)
+		p.MatMul(p.prod, w, x)
+		p.Add(dst, r, p.prod)
 		return
 	}
 	if p.e.k.UseQ8(m.typ) {
@@ -265,36 +253,6 @@ func (p *program) matMulAdd(d, m, a, res *tensor) {
 	p.op(bindings(m.b, a.b, res.b), bindings(d.b), func() error {
 		return p.e.k.MatVecAdd(p.seq, d.b, m.b, a.b, res.b, m.typ, a.rows, m.rows, m.cols)
 	})
-}
-
-// addNorm records the held product h with the norm d = rmsnorm(h.d)·g in
-// its dispatch (kernels.MatVecAddNorm), with d's 8-bit copy where products
-// will read one: on the 8-bit copy of h's activations where its weights
-// take them, as productQ8 would.
-func (p *program) addNorm(h *heldAdd, d, g *tensor, eps float32) {
-	k := p.e.k
-	q8, x, sh := k.UseQ8(h.m.typ), h.a.b, k.MatVec
-	if q8 {
-		c := p.q8Copy(h.a)
-		if c == nil {
-			return
-		}
-		p.refresh(c, h.a, k.QuantizeQ8)
-		x, sh = c.b, k.MatVecQ8For(h.m.rows, h.m.cols)
-	}
-	nm := kernels.FoldNorm{W: g.b, Out: d.b, Eps: eps}
-	writes := bindings(h.d.b, d.b)
-	c := p.q8Out(d)
-	if c != nil {
-		nm.Q8 = &c.b
-		writes = append(writes, c.b)
-	}
-	p.op(bindings(h.m.b, x, h.r.b, g.b), writes, func() error {
-		return k.MatVecAddNorm(p.seq, h.d.b, h.m.b, x, h.r.b, q8, h.m.typ, h.m.rows, h.m.cols, sh, nm)
-	})
-	if c != nil {
-		c.fresh = true
-	}
 }
 
 // q8Copy returns the 8-bit copy of activation t, made on first use; nil
@@ -687,12 +645,8 @@ func (p *program) Close() {
 	p.owned = nil
 }
 
-// flush records the held product and the pending fusions, in the order
-// they came.
+// flush records the pending fusions.
 func (p *program) flush() {
-	if h := p.fz.takeHeld(); h != nil {
-		p.matMulAdd(h.d, h.m, h.a, h.r)
-	}
 	for _, fu := range p.fz.take() {
 		p.recordFusion(fu)
 	}
