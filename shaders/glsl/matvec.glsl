@@ -44,10 +44,7 @@ layout(constant_id = 5) const uint UNROLL = 1; // consecutive slices per lane pe
 layout(constant_id = 6) const bool RESID = false;
 
 
-#if defined(NORM)
-// The norm re-reads the rows every workgroup wrote (see norm_epilogue).
-layout(binding = 0) coherent buffer Dst { float dst[]; };
-#elif !defined(STACK) && !defined(MOE_ID)
+#if !defined(STACK) && !defined(MOE_ID)
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 #endif
 layout(binding = 1) readonly buffer Wts { uint W[]; };
@@ -75,9 +72,6 @@ layout(push_constant) uniform Push {
     uint K;        // values per row
     uint rowBytes; // bytes per row of W
     uint groups;   // workgroups doing work: ceil(M / ROWS)
-#ifdef NORM
-    float eps;     // the norm's epsilon
-#endif
 } pc;
 
 // ROW_BASE(r) is the byte offset in W of the workgroup's row r; rows past
@@ -173,10 +167,6 @@ void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float
 #ifdef STACK
 // The stacked variant's bindings, push constants, row map and epilogue.
 #include "matvec_stack.glsl"
-#endif
-#ifdef NORM
-// The folded RMS norm's bindings and epilogue.
-#include "matvec_norm.glsl"
 #endif
 
 void main() {
@@ -326,8 +316,5 @@ void main() {
             }
         }
     }
-#ifdef NORM
-    norm_epilogue();
-#endif
 #endif
 }

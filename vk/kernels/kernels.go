@@ -170,9 +170,9 @@ type Kernels struct {
 	// cannot allocate) allocate nothing.
 	dummyMu        sync.Mutex
 	dummy, dummyIn *vk.Buffer
-	// counts holds zeroed counters (MatVecStack's q8 blocks,
-	// MatVecAddNorm's workgroups), taken by recordings from the last
-	// block (countsUsed words of it are taken); dummyMu guards them too.
+	// counts holds zeroed counters (MatVecStack's q8 blocks), taken by
+	// recordings from the last block (countsUsed words of it are taken);
+	// dummyMu guards them too.
 	counts     []*vk.Buffer
 	countsUsed int
 

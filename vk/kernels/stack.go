@@ -320,8 +320,7 @@ func (k *Kernels) StackSpec(st *Stack) vk.PipelineSpec {
 const countBlock = 16384
 
 // counters takes n zeroed counters for one recording (MatVecStack's q8
-// blocks, MatVecAddNorm's count of finished workgroups); the kernels
-// leave them at zero. Each recording takes its own,
+// blocks); the kernel leaves them at zero. Each recording takes its own,
 // so that dispatches running without a barrier between them never share
 // one.
 func (k *Kernels) counters(n int) (vk.Binding, error) {
