@@ -217,7 +217,7 @@ func (sw *sweeper) newAttnCase(m Model, queries, kv int) (c *attnCase, err error
 		dst  *vk.Binding
 		data []byte
 	}{{&c.io.Q, f32Bytes(q)}, {&c.io.K, u16Bytes(kh)}, {&c.io.V, u16Bytes(vh)},
-		{&c.io.Out, make([]byte, 4*len(q))}, {&c.io.Step, binary.LittleEndian.AppendUint32(nil, uint32(pos))}} {
+		{&c.io.Out, make([]byte, 4*len(q))}, {&c.io.Step, binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, uint32(pos)), 0)}} {
 		buf, err := c.buffer(sw.dev, int64(len(b.data)))
 		if err != nil {
 			return nil, err

@@ -12,6 +12,13 @@
 // any context length works without scratch memory. Each invocation owns the
 // output dims d = lane + j*WG. The flash-attention kernel replaces this one;
 // it stays as the simple, checkable version.
+//
+// The caches hold a region of ctx rows per sequence (sequence s's ring in
+// rows s*ctx ..., as kv_store.comp stores them); the rows are of sequence
+// seq (the step binding's second word). With SEQ_ROWS each row is one
+// token of a sequence of its own (the server's batched decode): the step
+// binding is a (position, sequence) pair per row, and row i attends to its
+// own sequence's keys up to its own position.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
@@ -20,12 +27,14 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NSG = 8;
 layout(constant_id = 2) const uint DMAX = 256; // largest head dim
+layout(constant_id = 3) const bool SEQ_ROWS = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Q { float q[]; };
 layout(binding = 2) readonly buffer KC { uint kc[]; }; // f16 pairs, [ctx][kvHeads*headDim]
 layout(binding = 3) readonly buffer VC { uint vc[]; };
-layout(binding = 4) readonly buffer Step { uint pos; };
+layout(binding = 4) readonly buffer Step { uint pos; uint seq; };
+layout(binding = 4) readonly buffer Rows { uvec2 rows[]; }; // SEQ_ROWS: (position, sequence) per row
 
 layout(push_constant) uniform Push {
     uint heads;
@@ -52,9 +61,19 @@ void main() {
     uint kvDim = pc.kvHeads * D;
     uint kvOff = (h / (pc.heads / pc.kvHeads)) * D; // this head's columns in a cache row
     uint qOff = (i * pc.heads + h) * D;
-    uint qpos = pos + i;
-    uint n = gl_NumWorkGroups.y;
-    uint first = pos + n > pc.ctx ? pos + n - pc.ctx : 0u;
+    // The batch's rows of this row's sequence: n from position start on.
+    uint qpos, start, n;
+    if (SEQ_ROWS) {
+        qpos = start = rows[i].x;
+        n = 1u;
+        kvOff += rows[i].y * pc.ctx * kvDim; // its sequence's region
+    } else {
+        kvOff += seq * pc.ctx * kvDim;
+        qpos = pos + i;
+        start = pos;
+        n = gl_NumWorkGroups.y;
+    }
+    uint first = start + n > pc.ctx ? start + n - pc.ctx : 0u;
     if (pc.window > 0u && qpos + 1u > pc.window) {
         first = max(first, qpos + 1u - pc.window);
     }

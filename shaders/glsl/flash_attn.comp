@@ -152,13 +152,13 @@ void main() {
 
     const uint pos = step_pos;
     const uint last_key = pos + qrow;            // causal limit of this row
-    const uint first = first_key(pos, last_key); // and its window's start
+    const uint first = first_key(pos, pc.n_q, last_key); // and its window's start
     const uint kv_stride = pc.n_kv_head * D;
-    const uint kv_off = kvh * D;
+    const uint kv_off = (step_seq * pc.ctx) * kv_stride + kvh * D;
 
     // This workgroup's keys, from the window of the block's first query to
     // the causal limit of its last.
-    const uvec2 keys = key_range(pos, pos + q0, pos + q0 + qn);
+    const uvec2 keys = key_range(pos, pc.n_q, pos + q0, pos + q0 + qn);
     const uint kb = keys.x;
     const uint ke = keys.y;
     ring_init(kb);
@@ -201,7 +201,7 @@ void main() {
                 const uint key = t + c;
                 const uint qq = q0 + i;
                 float mv = NEG;
-                if (i < qn && key < ke && key <= pos + qq && key >= first_key(pos, pos + qq)) {
+                if (i < qn && key < ke && key <= pos + qq && key >= first_key(pos, pc.n_q, pos + qq)) {
                     mv = mask_log2(qq * pc.ctx + ring_row(key));
                 }
                 mtile[c * (BR + 1) + i] = mv;

@@ -48,7 +48,9 @@ layout(std430, binding = 2) readonly buffer BV1 { uint v1[]; };
 layout(std430, binding = 2) readonly buffer BV2 { uvec2 v2[]; };
 layout(std430, binding = 2) readonly buffer BV4 { uvec4 v4[]; };
 layout(std430, binding = 3) readonly buffer BM { uint mask_in[]; }; // f16 [n_q][ctx]
-layout(std430, binding = 4) readonly buffer BS { uint step_pos; };
+// The step: the batch's first position and its sequence, whose region of
+// the caches (ctx rows from row step_seq * ctx) the keys are read from.
+layout(std430, binding = 4) readonly buffer BS { uint step_pos; uint step_seq; };
 // Output: f32 [n_q][n_head*D], or with SPLIT the partials [split][n_q][n_head][D].
 // Coherent: flash_attn_decode.comp reads other workgroups' partials back.
 layout(std430, binding = 5) coherent writeonly buffer BO { float o_out[]; };
@@ -81,10 +83,12 @@ uvec4 load_v(uint e) {
 //
 // first_key returns the first key position a query at position p sees:
 // p - window + 1 with a sliding window, else 0, and never a position the
-// ring no longer holds once the batch is stored (before pos + n_q - ctx;
-// where the ring holds window + n_q - 1 rows that never cuts a window).
-uint first_key(uint pos, uint p) {
-    uint first = pos + pc.n_q > pc.ctx ? pos + pc.n_q - pc.ctx : 0u;
+// ring no longer holds once the batch's n rows of the query's sequence
+// (from pos on) are stored (before pos + n - ctx; where the ring holds
+// window + n - 1 rows that never cuts a window). n is n_q, or 1 where each
+// query is a sequence of its own (flash_attn_decode.comp's SEQ_ROWS).
+uint first_key(uint pos, uint n, uint p) {
+    uint first = pos + n > pc.ctx ? pos + n - pc.ctx : 0u;
     if (pc.window > 0u && p + 1u > pc.window) {
         first = max(first, p + 1u - pc.window);
     }
@@ -97,8 +101,8 @@ uint first_key(uint pos, uint p) {
 // end, one past its last query (the causal limit). Keys before the window
 // of its first query are never visited: a sliding-window layer costs
 // O(window), not O(depth). The range spans at most ctx positions.
-uvec2 key_range(uint pos, uint q0, uint end) {
-    const uint first = first_key(pos, q0);
+uvec2 key_range(uint pos, uint n, uint q0, uint end) {
+    const uint first = first_key(pos, n, q0);
     const uint nsplit = gl_NumWorkGroups.z;
     const uint share = ((end - first + nsplit - 1u) / nsplit + BC - 1u) / BC * BC;
     const uint kb = min(first + gl_WorkGroupID.z * share, end);

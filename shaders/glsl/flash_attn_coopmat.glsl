@@ -151,9 +151,9 @@ void main() {
     const uint pos = step_pos;
     const uint last_key = pos + qrow;
     const uint kv_stride = pc.n_kv_head * D;
-    const uint kv_off = kvh * D;
-    const uint first = first_key(pos, last_key);
-    const uvec2 keys = key_range(pos, pos + q0, pos + q0 + qn);
+    const uint kv_off = (step_seq * pc.ctx) * kv_stride + kvh * D;
+    const uint first = first_key(pos, pc.n_q, last_key);
+    const uvec2 keys = key_range(pos, pc.n_q, pos + q0, pos + q0 + qn);
     const uint kb = keys.x;
     const uint ke = keys.y;
     ring_init(kb);
@@ -203,7 +203,7 @@ void main() {
                 const uint i = e / BC, c = e % BC;
                 const uint key = t + c, qq = q0 + i;
                 float mv = NEG;
-                if (i < qn && key < ke && key <= pos + qq && key >= first_key(pos, pos + qq)) {
+                if (i < qn && key < ke && key <= pos + qq && key >= first_key(pos, pc.n_q, pos + qq)) {
                     mv = mask_log2(qq * pc.ctx + ring_row(key));
                 }
                 mtile[i * MS + c] = mv;

@@ -109,6 +109,13 @@ const bool SM_Q8 = Q8OUT;
 // HM: heads the slots merge at a time at the end (as many as the shared
 // memory holds: attention.Plan.MergeHeads).
 layout(constant_id = 12) const uint HM = 1;
+// SEQ_ROWS: each query is one token of a sequence of its own (the server's
+// batched decode). The step binding is then a (position, sequence) pair per
+// query, each reading its own sequence's region of K and V. Each query's
+// keys are its own sequence's 0..p (or its window), so the splits' shares
+// differ from row to row; the merge weighs an empty share as nothing.
+layout(constant_id = 13) const bool SEQ_ROWS = false;
+layout(std430, binding = 4) readonly buffer BSR { uvec2 step_rows[]; };
 // The key loop's weights per slot and, from SCB on, the scores of a max
 // raise (WSZ), and after the loop HM heads' O of each slot for the final
 // merge (MSZ): one array, as the two are never live together.
@@ -140,10 +147,18 @@ void main() {
 
     // This workgroup's keys (in whole steps): its split's share of the
     // row's window, up to its causal limit.
-    const uint pos = step_pos;
     const uint kv_stride = pc.n_kv_head * D;
-    const uint kv_off = kvh * D;
-    const uvec2 keys = key_range(pos, pos + qrow, pos + qrow + 1);
+    uint kv_off = kvh * D;
+    uvec2 keys;
+    if (SEQ_ROWS) {
+        const uvec2 ps = step_rows[qrow];
+        kv_off += ps.y * pc.ctx * kv_stride; // its sequence's region
+        keys = key_range(ps.x, 1u, ps.x, ps.x + 1u);
+    } else {
+        kv_off += step_seq * pc.ctx * kv_stride;
+        const uint pos = step_pos;
+        keys = key_range(pos, pc.n_q, pos + qrow, pos + qrow + 1);
+    }
     const uint kb = keys.x;
     const uint ke = keys.y;
     ring_init(kb);

@@ -14,10 +14,12 @@
 // a value and its partner are not neighbours, and the cache packs
 // neighbours), so the angle is computed twice per pair.
 //
-// With ROWS the rows are one token each of distinct sequences (the server's
-// batched decode): the step binding is then a table of (sequence, position)
-// per row, and row i goes to row p mod ctx of its sequence's region of the
-// cache (sequence s owns rows s*ctx .. s*ctx+ctx-1, a ring of its own).
+// The cache holds a region of ctx rows per sequence, sequence s's ring in
+// rows s*ctx .. s*ctx+ctx-1: the rows are of sequence seq (the step
+// binding's second word). With ROWS they are one token each of distinct
+// sequences (the server's batched decode): the step binding is then a
+// (position, sequence) pair per row, and row i goes to row p mod ctx of
+// its own sequence's region.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -30,8 +32,8 @@ layout(constant_id = 4) const bool ROWS = false;
 layout(binding = 0) writeonly buffer Cache { uint cache[]; }; // f16 pairs
 layout(binding = 1) readonly buffer Src { vec2 src[]; };
 layout(binding = 1) readonly buffer SrcF { float srcf[]; };
-layout(binding = 2) readonly buffer Step { uint pos; };
-layout(binding = 2) readonly buffer Rows { uvec2 rows[]; }; // ROWS: (sequence, position) per row
+layout(binding = 2) readonly buffer Step { uint pos; uint seq; };
+layout(binding = 2) readonly buffer Rows { uvec2 rows[]; }; // ROWS: (position, sequence) per row
 layout(binding = 3) readonly buffer Factors { float ff[]; }; // bound to a dummy unless FREQ_FACTORS
 
 layout(push_constant) uniform Push {
@@ -49,7 +51,7 @@ layout(push_constant) uniform Push {
 
 // position is row i's position.
 uint position(uint i) {
-    return ROWS ? rows[i].y : pos + i;
+    return ROWS ? rows[i].x : pos + i;
 }
 
 // rotated returns value e of row i after the rotation of its head.
@@ -74,7 +76,7 @@ void main() {
     // once the batch outruns the ring.
     if (ROWS || i + pc.ctx >= pc.n) {
         vec2 v = ROPE ? vec2(rotated(i, 2u * j), rotated(i, 2u * j + 1u)) : src[g];
-        uint region = ROWS ? rows[i].x * pc.ctx : 0u;
+        uint region = (ROWS ? rows[i].y : seq) * pc.ctx;
         cache[(region + position(i) % pc.ctx) * pc.pairs + j] = packHalf2x16(v);
     }
 }

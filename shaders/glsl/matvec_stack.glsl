@@ -17,9 +17,13 @@
 //     for column n (per-layer base and scale in the push constants,
 //     optional frequency factors);
 //   - CACHE_MASK: writes the rows as f16 into the KV-cache ring of
-//     binding out j, position p in row p mod slots (kv_store.comp's
-//     rule, a batch longer than the ring keeping its last slots rows);
-//     otherwise as f32 into out j.
+//     binding out j, position p in row p mod slots of sequence seq's
+//     region (rows seq*slots …; kv_store.comp's rule, a batch longer than
+//     the ring keeping its last slots rows); otherwise as f32 into out j.
+//   - SEQ_ROWS: column n is one token of a sequence of its own (the
+//     server's batched decode), at the position and of the sequence the
+//     step binding's pair n gives (a (position, sequence) table), which
+//     its rotation and its cache row follow.
 // A rotation pair and an f16 word of the cache must come from one
 // workgroup, so the rows map to workgroups in pairs (ROWS even): adjacent
 // rows for the normal layout; for NeoX, whose pairs are i and
@@ -48,6 +52,7 @@ layout(constant_id = 11) const bool NEOX = false;
 layout(constant_id = 12) const bool FREQ_FACTORS = false;
 layout(constant_id = 13) const uint GATED = 0;
 layout(constant_id = 14) const bool GATED_Q8 = false;
+layout(constant_id = 15) const bool SEQ_ROWS = false;
 
 // Outputs: f32 rows, or f16 pairs of a cache row (the uint views).
 layout(binding = 0) coherent buffer Out0 { float out0[]; };
@@ -59,7 +64,8 @@ layout(binding = 4) writeonly buffer Out2W { uint out2w[]; };
 layout(binding = 5) readonly buffer Bias0 { float bias0[]; };
 layout(binding = 6) readonly buffer Bias1 { float bias1[]; };
 layout(binding = 7) readonly buffer Bias2 { float bias2[]; };
-layout(binding = 8) readonly buffer Step { uint pos; };
+layout(binding = 8) readonly buffer Step { uint pos; uint seq; };
+layout(binding = 8) readonly buffer StepRows { uvec2 step_rows[]; }; // SEQ_ROWS
 layout(binding = 9) readonly buffer Factors { float ff[]; };
 layout(binding = 10) writeonly buffer Q8W { uint q8w[]; };
 layout(binding = 10) writeonly buffer Q8F { float q8f[]; };
@@ -206,6 +212,13 @@ void stack_epilogue() {
     }
     uint j = st_mat, m = mat_rows(j);
     for (uint n = 0u; n < NCOLS; n++) {
+        // Column n's position, and the first cache row of its sequence
+        // (the step is bound only for rotations and caches).
+        uint p = 0u, region = 0u;
+        if (bit(ROPE_MASK | CACHE_MASK, j)) {
+            p = SEQ_ROWS ? step_rows[n].x : pos + n;
+            region = (SEQ_ROWS ? step_rows[n].y : seq) * pc.slots;
+        }
         float v[ROWS];
         for (uint r = 0u; r < ROWS; r++) {
             v[r] = red_v[r * NCOLS + n] + bias(j, mat_row(j, min(st_row0 + r, m - 1u)));
@@ -217,7 +230,7 @@ void stack_epilogue() {
                 rot[r] = v[r];
                 if (e < pc.ropeDims) {
                     uint i = rope_index(e, pc.ropeDims, NEOX);
-                    vec2 cs = rope_cos_sin(i, pc.ropeDims, float(pos + n), pc.log2Base, pc.freqScale,
+                    vec2 cs = rope_cos_sin(i, pc.ropeDims, float(p), pc.log2Base, pc.freqScale,
                                            FREQ_FACTORS ? ff[i] : 1.0);
                     rot[r] = rope_rotate(v[r], v[NEOX ? r ^ 2u : r ^ 1u], rope_first(e, pc.ropeDims, NEOX), cs);
                 }
@@ -229,8 +242,8 @@ void stack_epilogue() {
         if (bit(CACHE_MASK, j)) {
             // Rows 2i and 2i+1 of the matrix are logical rows r and r + 1
             // for even r, under either map.
-            if (n + pc.slots >= NCOLS) {
-                uint at = ((pos + n) % pc.slots) * (m / 2u);
+            if (SEQ_ROWS || n + pc.slots >= NCOLS) {
+                uint at = (region + p % pc.slots) * (m / 2u);
                 for (uint r = 0u; r < ROWS; r += 2u) {
                     if (st_row0 + r < m) {
                         put_word(j, at + mat_row(j, st_row0 + r) / 2u, packHalf2x16(vec2(v[r], v[r + 1u])));

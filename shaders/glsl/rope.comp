@@ -3,7 +3,7 @@
 // position pos + i (pos from the step buffer, so a recorded sequence replays
 // for every token). One invocation per pair of values; dst may alias x.
 // The rotation is rope.glsl's; values past ropeDims are copied unchanged.
-// With ROWS the step binding is a table of (sequence, position) per row and
+// With ROWS the step binding is a table of (position, sequence) per row and
 // row i is at its own position (one token each of several sequences).
 #extension GL_GOOGLE_include_directive : require
 
@@ -16,7 +16,7 @@ layout(constant_id = 3) const bool ROWS = false;
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Src { float x[]; };
 layout(binding = 2) readonly buffer Step { uint pos; };
-layout(binding = 2) readonly buffer Rows { uvec2 rows[]; }; // ROWS: (sequence, position) per row
+layout(binding = 2) readonly buffer Rows { uvec2 rows[]; }; // ROWS: (position, sequence) per row
 layout(binding = 3) readonly buffer Factors { float ff[]; }; // bound to a dummy unless FREQ_FACTORS
 
 #include "rope.glsl"
@@ -49,7 +49,7 @@ void main() {
         b = i + pc.ropeDims / 2u;
     }
     uint row = head / pc.heads;
-    vec2 cs = rope_cos_sin(i, pc.ropeDims, float(ROWS ? rows[row].y : pos + row), pc.log2Base, pc.freqScale,
+    vec2 cs = rope_cos_sin(i, pc.ropeDims, float(ROWS ? rows[row].x : pos + row), pc.log2Base, pc.freqScale,
                            FREQ_FACTORS ? ff[i] : 1.0);
     float x0 = x[base + a], x1 = x[base + b];
     dst[base + a] = rope_rotate(x0, x1, true, cs);

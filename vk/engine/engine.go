@@ -68,7 +68,7 @@ type Engine struct {
 	faPolicy [2]*flashattn.FlashAttn
 	weights  arena
 	cache    backend.Cache
-	kc, vc   []*vk.Buffer // per layer f16 [Context][KVDim]
+	kc, vc   []*vk.Buffer // per layer f16 [Sequences][Slots(l)][KVDim]
 	// q8Weights: some weight takes 8-bit activations, so kernels writing
 	// activations also write their 8-bit copies.
 	q8Weights bool
@@ -172,7 +172,7 @@ func (e *Engine) Wave() (requested, subgroup int) {
 func (e *Engine) flashFor(sh flashattn.Shape) (*flashattn.FlashAttn, error) {
 	mode, name := 0, "decode"
 	fa := e.fa
-	if sh.Queries > 1 {
+	if sh.Queries > 1 && !sh.Rows { // rows of their own sequences decode
 		mode, name, fa = 1, "prefill", e.faPre
 	}
 	_, err := fa.Plan(sh)
@@ -222,8 +222,8 @@ func (e *Engine) Reserve(weightBytes uint64, c backend.Cache) error {
 	need := weightBytes + kv + scratch
 	free := e.localBudget()
 	if need > free {
-		return fmt.Errorf("vulkan: the model needs %s (weights %s + KV cache %s at context %d%s + scratch %s) but %s has %s of device memory free",
-			bytes(need), bytes(weightBytes), bytes(kv), c.Context, rings(c), bytes(scratch), e.dev.Info().Name, bytes(free))
+		return fmt.Errorf("vulkan: the model needs %s (weights %s + KV cache %s at context %d%s%s + scratch %s) but %s has %s of device memory free",
+			bytes(need), bytes(weightBytes), bytes(kv), c.Context, rings(c), seqs(c), bytes(scratch), e.dev.Info().Name, bytes(free))
 	}
 	e.weights.left = int64(weightBytes)
 	return nil
@@ -244,6 +244,14 @@ func rings(c backend.Cache) string {
 	return fmt.Sprintf(", %d of %d layers in sliding-window rings: %d positions in all", n, c.Layers, c.TotalSlots())
 }
 
+// seqs names the sequences of c for the memory error, "" for one.
+func seqs(c backend.Cache) string {
+	if c.Sequences() == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" for each of %d sequences", c.Sequences())
+}
+
 // localBudget is the free memory of the largest device-local heap, at
 // most memLimit when that is set.
 func (e *Engine) localBudget() uint64 {
@@ -262,7 +270,7 @@ func (e *Engine) localBudget() uint64 {
 // kvBytes is the size of the KV cache: K and V in f16 for every slot of
 // every layer (a sliding layer keeps only its ring).
 func kvBytes(c backend.Cache) uint64 {
-	return 2 * 2 * uint64(c.TotalSlots()) * uint64(c.KVDim)
+	return 2 * 2 * uint64(c.Sequences()) * uint64(c.TotalSlots()) * uint64(c.KVDim)
 }
 
 // Weight implements backend.Backend: the GGUF bytes are uploaded unchanged
@@ -301,8 +309,9 @@ func (e *Engine) InitCache(c backend.Cache) error {
 	e.freeCache()
 	e.cache = c
 	for l := range c.Layers {
-		// A sliding layer keeps only its ring (Cache.Slots).
-		size := 2 * int64(c.Slots(l)) * int64(c.KVDim)
+		// A sliding layer keeps only its ring (Cache.Slots), one per
+		// sequence: sequence s's region starts at row s·Slots(l).
+		size := 2 * int64(c.Sequences()) * int64(c.Slots(l)) * int64(c.KVDim)
 		for _, list := range []*[]*vk.Buffer{&e.kc, &e.vc} {
 			b, err := e.dev.NewBuffer(size, false)
 			if err != nil {
@@ -322,9 +331,6 @@ func checkCache(c backend.Cache) error {
 	if c.KVDim%2 != 0 {
 		return fmt.Errorf("vulkan: invalid KV cache shape %+v", c)
 	}
-	if c.Sequences() > 1 {
-		return fmt.Errorf("vulkan: a KV cache of %d sequences (the engine holds one)", c.Sequences())
-	}
 	return nil
 }
 
@@ -337,13 +343,27 @@ func (e *Engine) freeCache() {
 
 // Record implements backend.Backend.
 func (e *Engine) Record(n int, build func(backend.Ops)) (backend.Program, error) {
+	return e.record(n, false, build)
+}
+
+// RecordRows implements backend.MultiSeq: the decode kernels in their row
+// mode (a (position, sequence) table in the step buffer, written by each
+// RunRows), so one recording serves any sequences at any positions.
+func (e *Engine) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n > e.cache.Sequences() {
+		return nil, fmt.Errorf("vulkan: a program for %d sequences, the cache holds %d", n, e.cache.Sequences())
+	}
+	return e.record(n, true, build)
+}
+
+func (e *Engine) record(n int, rows bool, build func(backend.Ops)) (backend.Program, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("vulkan: batch of %d tokens", n)
 	}
 	if e.kc == nil {
 		return nil, fmt.Errorf("vulkan: Record before InitCache")
 	}
-	p, err := newProgram(e, n)
+	p, err := newProgram(e, n, rows)
 	if err != nil {
 		return nil, err
 	}

@@ -23,16 +23,22 @@ func (t *tensor) Cols() int { return t.cols }
 
 func act(t backend.Tensor) *tensor { return t.(*tensor) }
 
-// program is a recorded forward pass. The token ids and the position are
-// the only inputs; they live in small host-visible buffers written before
-// each replay, so the command buffer is recorded once.
+// program is a recorded forward pass. The token ids, the positions and
+// the sequences are the only inputs; they live in small host-visible
+// buffers written before each replay, so the command buffer is recorded
+// once.
 type program struct {
-	e      *Engine
-	n      int
-	seq    *vk.Sequence
+	e   *Engine
+	n   int
+	seq *vk.Sequence
+	// rows: the n rows are one token each of distinct sequences
+	// (RecordRows), and the kernels that place them read the step
+	// buffer as a (position, sequence) pair per row (kernels.RowTable);
+	// otherwise it holds the first position and the one sequence.
+	rows   bool
 	owned  []*vk.Buffer
 	tokens *vk.Buffer // int32[n], host-visible
-	step   *vk.Buffer // uint32 pos, host-visible
+	step   *vk.Buffer // host-visible, see rows
 	vocab  int        // rows of the embedding table, for the token range check
 	out    []*tensor
 	host   *vk.Buffer // host-visible copy of the outputs
@@ -72,8 +78,8 @@ type actCopy struct {
 	fresh bool // holds the source's current values
 }
 
-func newProgram(e *Engine, n int) (*program, error) {
-	p := &program{e: e, n: n, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
+func newProgram(e *Engine, n int, rows bool) (*program, error) {
+	p := &program{e: e, n: n, rows: rows, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
 		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{},
 		layer: -1, routed: map[*tensor]int{}}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
@@ -82,7 +88,7 @@ func newProgram(e *Engine, n int) (*program, error) {
 		p.Close()
 		return nil, err
 	}
-	if p.step, err = p.buffer(16, true); err != nil {
+	if p.step, err = p.buffer(max(16, 8*int64(n)), true); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -368,6 +374,9 @@ func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	p.flush()
 	kr, reads := kernelRoPE(r)
 	p.op(append(reads, t.b, whole(p.step)), bindings(t.b), func() error {
+		if p.rows {
+			return p.e.k.RopeRows(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr)
+		}
 		return p.e.k.Rope(p.seq, t.b, t.b, whole(p.step), t.rows, r.Heads, kr)
 	})
 }
@@ -407,6 +416,9 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 		reads []vk.Binding
 	}{{p.e.kc[layer], act(k).b, kr, ropeReads}, {p.e.vc[layer], act(v).b, nil, nil}} {
 		p.op(append(kv.reads, kv.src, whole(p.step)), bindings(whole(kv.cache)), func() error {
+			if p.rows {
+				return p.e.k.StoreKVRows(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Slots(layer), c.Sequences(), kv.rope)
+			}
 			return p.e.k.StoreKV(p.seq, whole(kv.cache), kv.src, whole(p.step), p.n, c.KVDim, c.Slots(layer), kv.rope)
 		})
 	}
@@ -422,7 +434,11 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	// A sliding layer's cache is a ring of Slots(layer) positions, which
 	// the kernels address as StoreKV wrote it: position k in row k mod
 	// slots (a global layer's slots are the context, where k mod slots is k).
-	if err := c.CheckWindow(layer, p.n, a.Window); err != nil {
+	perSeq := p.n // the batch's rows of one sequence
+	if p.rows {
+		perSeq = 1
+	}
+	if err := c.CheckWindow(layer, perSeq, a.Window); err != nil {
 		p.fail(fmt.Errorf("attention: %w", err))
 		return
 	}
@@ -432,12 +448,18 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	reads := bindings(in, kc, vc, whole(p.step))
 	if p.e.plainAttention(a) {
 		p.op(reads, bindings(out), func() error {
-			return p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n,
-				kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: slots, Window: a.Window, Scale: a.Scale})
+			ka := kernels.Attn{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Ctx: slots, Window: a.Window, Scale: a.Scale}
+			if p.rows {
+				return p.e.k.AttentionRows(p.seq, out, in, kc, vc, whole(p.step), p.n, c.Sequences(), ka)
+			}
+			return p.e.k.Attention(p.seq, out, in, kc, vc, whole(p.step), p.n, ka)
 		})
 		return
 	}
 	sh := flashattn.Shape{Queries: p.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: slots, Window: a.Window, Scale: a.Scale}
+	if p.rows {
+		sh.Rows, sh.Seqs = true, c.Sequences()
+	}
 	io := flashattn.IO{Q: in, K: kc, V: vc, Out: out, Step: whole(p.step)}
 	fa, err := p.e.flashFor(sh)
 	if err != nil {
@@ -582,12 +604,35 @@ func (p *program) finish() error {
 }
 
 func (p *program) Run(tokens []int32, pos int, out []float32) error {
+	if p.rows {
+		return fmt.Errorf("vulkan: a program of rows of several sequences runs with RunRows")
+	}
 	if len(tokens) != p.n {
 		return fmt.Errorf("vulkan: program recorded for %d tokens, run with %d", p.n, len(tokens))
 	}
 	if c := p.e.cache; pos < 0 || pos+p.n > c.Context {
 		return fmt.Errorf("vulkan: positions %d..%d outside the context of %d", pos, pos+p.n-1, c.Context)
 	}
+	// The step: the first position, then the sequence (RowTable's first
+	// pair).
+	return p.run(tokens, kernels.RowTable([]int32{0}, []int32{int32(pos)}), pos, out)
+}
+
+// RunRows implements backend.Program: the rows' table for a program of
+// RecordRows, else the first row's position and sequence.
+func (p *program) RunRows(tokens, seqs, pos []int32, out []float32) error {
+	if err := p.e.cache.CheckRows(p.n, p.rows, tokens, seqs, pos); err != nil {
+		return fmt.Errorf("vulkan: %w", err)
+	}
+	if !p.rows {
+		seqs, pos = seqs[:1], pos[:1]
+	}
+	return p.run(tokens, kernels.RowTable(seqs, pos), int(pos[0]), out)
+}
+
+// run writes the tokens and the step and runs the program; pos is the
+// first row's position, for the profile.
+func (p *program) run(tokens []int32, step []byte, pos int, out []float32) error {
 	if len(out) != p.outLen {
 		return fmt.Errorf("vulkan: output buffer holds %d values, program produces %d", len(out), p.outLen)
 	}
@@ -600,9 +645,7 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 	if err := p.tokens.Write(0, p.tokBuf); err != nil {
 		return fmt.Errorf("vulkan: %w", err)
 	}
-	var st [4]byte
-	binary.LittleEndian.PutUint32(st[:], uint32(pos))
-	if err := p.step.Write(0, st[:]); err != nil {
+	if err := p.step.Write(0, step); err != nil {
 		return fmt.Errorf("vulkan: %w", err)
 	}
 	if err := p.seq.Run(); err != nil {
@@ -623,15 +666,6 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 		}
 	}
 	return nil
-}
-
-// RunRows is Run: the engine's cache holds one sequence, so rows of
-// sequence 0 at consecutive positions are all a program takes.
-func (p *program) RunRows(tokens, seqs, pos []int32, out []float32) error {
-	if err := p.e.cache.CheckRows(p.n, false, tokens, seqs, pos); err != nil {
-		return fmt.Errorf("vulkan: %w", err)
-	}
-	return p.Run(tokens, int(pos[0]), out)
 }
 
 func (p *program) Close() {
@@ -665,6 +699,7 @@ func (p *program) recordFusion(fu *fusion) {
 		kc, vc, slots = whole(p.e.kc[fu.layer]), whole(p.e.vc[fu.layer]), p.e.cache.Slots(fu.layer)
 	}
 	st := fu.stack(p.n, slots, kc, vc)
+	st.Seqs, st.Rows = p.e.cache.Sequences(), p.rows
 	st.X = fu.x.b
 	if fu.q8 {
 		c := p.q8Copy(fu.x)

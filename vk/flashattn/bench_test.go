@@ -146,7 +146,7 @@ func benchBuffers(b *testing.B, d *vk.Device, cases []benchCase) (IO, *vk.Buffer
 	if scratch > 0 {
 		io.Scratch = whole(buffer(b, d, make([]byte, scratch)))
 	}
-	step := buffer(b, d, make([]byte, 4))
+	step := buffer(b, d, make([]byte, 8))
 	io.Step = whole(step)
 	return io, step, nil
 }

@@ -123,6 +123,9 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	if err := sh.check(); err != nil {
 		return p, err
 	}
+	if sh.Rows {
+		return p, fmt.Errorf("flashattn: rows of their own sequences run on the decode kernel")
+	}
 	s := p.Shape
 	switch {
 	case s.M < 1 || s.N < 1 || s.K < 1:

@@ -50,6 +50,14 @@ type Shape struct {
 	// key; a key's entry is in its cache row's column) on top of the causal
 	// mask and the window.
 	Mask bool
+	// Rows: each query is one token of a sequence of its own (the server's
+	// batched decode), and IO.Step holds a (position, sequence) pair per
+	// query (kernels.RowTable). K and V then hold Seqs regions of Context
+	// rows, sequence s's ring in rows s·Context …, and each query sees
+	// its own sequence's keys up to its position. Only the decode kernel
+	// runs it, without a mask; Context need not reach Queries.
+	Rows bool
+	Seqs int // regions of the caches, with Rows
 }
 
 // policy is the plan's view of a shape. The KV length that steers split-k
@@ -60,6 +68,15 @@ func (s Shape) policy() attention.Shape {
 	kv := s.Context
 	if s.Window > 0 {
 		kv = min(kv, s.Window+s.Queries-1)
+	}
+	if s.Rows {
+		// A row sees its own sequence's keys, one query's worth; the
+		// policy wants a KV length no shorter than its queries.
+		kv = s.Context
+		if s.Window > 0 {
+			kv = min(kv, s.Window)
+		}
+		kv = max(kv, s.Queries)
 	}
 	return attention.Shape{Queries: s.Queries, Heads: s.Heads, KVHeads: s.KVHeads,
 		HeadDim: s.HeadDim, KVLen: kv, Mask: s.Mask}
@@ -76,8 +93,11 @@ const pushBytes = 24
 // IO holds the buffers of one Record.
 type IO struct {
 	Q, K, V, Out vk.Binding
-	Step         vk.Binding // uint32 pos at offset 0
-	Mask         vk.Binding // f16 [Queries][Context], when Shape.Mask
+	// Step holds uint32 pos, then the sequence whose region of K and V
+	// (Context rows from row seq·Context) the keys are in; with Shape.Rows
+	// a (position, sequence) pair per query (kernels.RowTable).
+	Step vk.Binding
+	Mask vk.Binding // f16 [Queries][Context], when Shape.Mask
 	// Scratch holds the split-k partials when the plan splits: at least
 	// ScratchBytes(shape) bytes. Records in one sequence may share it: the
 	// barriers between dependent ops already order them.
@@ -212,12 +232,23 @@ func (f *FlashAttn) Plan(sh Shape) (attention.Plan, error) {
 	if err := sh.check(); err != nil {
 		return attention.Plan{}, err
 	}
-	return attention.PlanFor(f.dev, f.wave, sh.policy(), f.prefs)
+	prefs := f.prefs
+	if sh.Rows {
+		prefs.Br = 1 // one workgroup column per query: flash_attn_decode.comp
+	}
+	return attention.PlanFor(f.dev, f.wave, sh.policy(), prefs)
 }
 
 // check rejects what no kernel runs: a negative window, and a ring
 // shorter than the batch (its rows would overwrite one another).
 func (s Shape) check() error {
+	if s.Rows {
+		if s.Window < 0 || s.Context < 1 || s.Seqs < 1 || s.Mask {
+			return fmt.Errorf("flashattn: %d rows of their own sequences: window %d, %d sequences of %d rows, mask %v (none is taken)",
+				s.Queries, s.Window, s.Seqs, s.Context, s.Mask)
+		}
+		return nil
+	}
 	if s.Window < 0 || s.Context < s.Queries {
 		return fmt.Errorf("flashattn: window %d, %d queries over a cache of %d rows", s.Window, s.Queries, s.Context)
 	}
@@ -265,12 +296,17 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	qBytes := 4 * int64(sh.Queries) * int64(sh.Heads*sh.HeadDim)
 	cache := 2 * int64(sh.Context) * int64(sh.KVHeads*sh.HeadDim)
+	step := int64(8) // the first position and the sequence
+	if sh.Rows {
+		cache *= int64(sh.Seqs)
+		step = 8 * int64(sh.Queries)
+	}
 	type check struct {
 		what string
 		b    vk.Binding
 		n    int64
 	}
-	checks := []check{{"q", io.Q, qBytes}, {"k", io.K, cache}, {"v", io.V, cache}, {"out", io.Out, qBytes}, {"step", io.Step, 4}}
+	checks := []check{{"q", io.Q, qBytes}, {"k", io.K, cache}, {"v", io.V, cache}, {"out", io.Out, qBytes}, {"step", io.Step, step}}
 	// A binding the variant declares and never touches gets one of the
 	// dispatch's own buffers: q where it would read, out where it would
 	// write. A shared stand-in would tie unrelated dispatches together in
@@ -299,7 +335,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 		}
 	}
 
-	main, err := f.mainPipeline(p, q8)
+	main, err := f.mainPipeline(p, q8, sh.Rows)
 	if err != nil {
 		return err
 	}
@@ -363,15 +399,18 @@ func spec(name string, bindings, pushSize int, w attention.WaveChoice, constants
 }
 
 // mainSpec is the plan's kernel with flash_attn.glsl's 7 bindings, and in
-// decode the split merge's 3 more.
-func mainSpec(p attention.Plan, q8 bool) vk.PipelineSpec {
+// decode the split merge's 3 more; rows is Shape.Rows (decode only).
+func mainSpec(p attention.Plan, q8, rows bool) vk.PipelineSpec {
 	bindings := 7
 	if p.Decode() {
 		bindings = 10
 	}
-	return spec(p.Shader(), bindings, pushBytes, p.Wave,
-		uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
-		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8), uint32(max(p.MergeHeads, 1)))
+	constants := []uint32{uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Wave.Subgroup), uint32(p.Br), uint32(p.Heads),
+		uint32(p.Bc), uint32(p.Slots), uint32(p.Chunk), b32(p.Mask), b32(p.Splits > 1), b32(p.Stage), b32(q8), uint32(max(p.MergeHeads, 1))}
+	if p.Decode() {
+		constants = append(constants, b32(rows))
+	}
+	return spec(p.Shader(), bindings, pushBytes, p.Wave, constants...)
 }
 
 // reduceSpec is the merge pass of a split prefill, with the 8-bit output
@@ -392,7 +431,7 @@ func (f *FlashAttn) Specs(sh Shape, q8 bool) ([]vk.PipelineSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flashattn: %w", err)
 	}
-	specs := []vk.PipelineSpec{mainSpec(p, q8)}
+	specs := []vk.PipelineSpec{mainSpec(p, q8, sh.Rows)}
 	if p.Splits > 1 && !p.Decode() {
 		specs = append(specs, reduceSpec(sh.HeadDim, q8))
 	}

@@ -852,7 +852,7 @@ func runCases(t testing.TB, d *vk.Device, cases []tc, refs map[inputs]*refJob, t
 // The input layout of a problem: q f32 [queries][heads·dim]; the K and V
 // caches f16 [kv+nanRows][kvHeads·dim], rows past the context and those
 // problem leaves NaN NaN; the mask f16 [queries][context], entries of NaN
-// rows NaN; the step (pos).
+// rows NaN; the step (pos, then sequence 0).
 func (in inputs) layout() (q, k, v, mask, step, end int64) {
 	kvBytes := alignUp(2 * int64((in.kv+nanRows)*in.kvHeads*in.dim))
 	q = 0
@@ -863,7 +863,7 @@ func (in inputs) layout() (q, k, v, mask, step, end int64) {
 	if in.mask {
 		step += alignUp(2 * int64(in.queries*in.context()))
 	}
-	return q, k, v, mask, step, step + 4
+	return q, k, v, mask, step, step + 8
 }
 
 func inputBytes(in inputs) int64 {
@@ -913,7 +913,7 @@ func (p *planned) io(in, out *vk.Buffer) IO {
 		Q:    bind(in, p.in+q, p.outN),
 		K:    bind(in, p.in+k, 2*int64(p.context())*kvd),
 		V:    bind(in, p.in+v, 2*int64(p.context())*kvd),
-		Step: bind(in, p.in+step, 4),
+		Step: bind(in, p.in+step, 8),
 		Out:  bind(out, p.out, p.outN),
 	}
 	if p.mask {

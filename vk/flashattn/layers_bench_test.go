@@ -62,7 +62,7 @@ func BenchmarkLlama3Layers(b *testing.B) {
 	}
 	q := whole(buffer(b, d, f32Bytes(qv)))
 	out := whole(buffer(b, d, make([]byte, 4*len(qv))))
-	step := buffer(b, d, make([]byte, 4))
+	step := buffer(b, d, make([]byte, 8))
 
 	// 256: the context of a tg128 at depth 0 in infer bench, whose tokens
 	// pay this layer cost at every depth (the rest is what depth adds).

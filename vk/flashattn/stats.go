@@ -21,7 +21,7 @@ func (f *FlashAttn) Statistics(sh Shape, q8 bool) ([]vk.Statistic, error) {
 	if q8 && !f.WritesQ8(sh) {
 		return nil, fmt.Errorf("flashattn: plan %v writes no 8-bit output", p)
 	}
-	main, err := f.mainPipeline(p, q8)
+	main, err := f.mainPipeline(p, q8, sh.Rows)
 	if err != nil {
 		return nil, err
 	}
@@ -29,6 +29,6 @@ func (f *FlashAttn) Statistics(sh Shape, q8 bool) ([]vk.Statistic, error) {
 }
 
 // mainPipeline gets the pipeline Record dispatches first.
-func (f *FlashAttn) mainPipeline(p attention.Plan, q8 bool) (*vk.Pipeline, error) {
-	return f.pipeline(mainSpec(p, q8))
+func (f *FlashAttn) mainPipeline(p attention.Plan, q8, rows bool) (*vk.Pipeline, error) {
+	return f.pipeline(mainSpec(p, q8, rows))
 }

@@ -221,7 +221,7 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 }
 
 // RopeRows is Rope for rows that are one token each of several sequences:
-// rows holds n (sequence, position) pairs of uint32 and row i is at
+// rows holds n (position, sequence) pairs of uint32 and row i is at
 // position rows[i].position (RowTable writes the table).
 func (k *Kernels) RopeRows(s *vk.Sequence, dst, x, rows vk.Binding, n, heads int, r RoPE) error {
 	return k.rope(s, dst, x, rows, n, heads, r, true)
@@ -242,7 +242,11 @@ func (k *Kernels) rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 	if err := need("rope x", x, size); err != nil {
 		return err
 	}
-	if err := need("rope step", step, stepBytes(n, rows)); err != nil {
+	stepSize := int64(4) // the position; rope reads no sequence
+	if rows {
+		stepSize = stepBytes(n, rows)
+	}
+	if err := need("rope step", step, stepSize); err != nil {
 		return err
 	}
 	p, err := k.pipeline(k.ropeSpec(r, rows))
@@ -269,27 +273,29 @@ func (k *Kernels) ropeSpec(r RoPE, rows bool) vk.PipelineSpec {
 }
 
 // RowTable encodes the row table of the …Rows kernels: for row i, uint32
-// seqs[i] then uint32 pos[i], little-endian. It panics unless the two are
-// as long.
+// pos[i] then uint32 seqs[i], little-endian. Its first pair is the step
+// the other kernels read (the first position, then the sequence), so one
+// buffer serves both. It panics unless the two are as long.
 func RowTable(seqs, pos []int32) []byte {
 	if len(seqs) != len(pos) {
 		panic(fmt.Sprintf("kernels: row table of %d sequences and %d positions", len(seqs), len(pos)))
 	}
 	b := make([]byte, 0, 8*len(seqs))
 	for i := range seqs {
-		b = binary.LittleEndian.AppendUint32(b, uint32(seqs[i]))
 		b = binary.LittleEndian.AppendUint32(b, uint32(pos[i]))
+		b = binary.LittleEndian.AppendUint32(b, uint32(seqs[i]))
 	}
 	return b
 }
 
 // stepBytes is the size of the step binding a kernel over n rows reads:
-// the first position, or with rows a (sequence, position) pair per row.
+// the first position and the sequence, or with rows a (position, sequence)
+// pair per row.
 func stepBytes(n int, rows bool) int64 {
 	if rows {
 		return 8 * int64(n)
 	}
-	return 4
+	return 8
 }
 
 // Element-wise operations of eltwise.comp (its OP specialization constant).
@@ -413,8 +419,10 @@ func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstS
 }
 
 // StoreKV records the conversion of n f32 rows of kvDim values (src) to f16
-// and their store into cache [ctx][kvDim], positions pos..pos+n-1 (pos read
-// from step). The cache is a ring of ctx slots (backend.Cache.Slots: the
+// and their store into cache [ctx][kvDim], positions pos..pos+n-1 of
+// sequence seq (step holds uint32 pos, then seq: RowTable's first pair),
+// the cache holding a region of ctx rows per sequence, seq's from row
+// seq*ctx. The cache is a ring of ctx slots (backend.Cache.Slots: the
 // context for a global layer, less for a sliding-window one): position p
 // goes to row p mod ctx, and of a batch longer than the ring only the last
 // ctx rows are kept. With r not nil the rows are keys of kvDim/r.HeadDim
@@ -424,7 +432,7 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 }
 
 // StoreKVRows is StoreKV for rows that are one token each of distinct
-// sequences: rows holds n (sequence, position) pairs of uint32 (RowTable),
+// sequences: rows holds n (position, sequence) pairs of uint32 (RowTable),
 // and cache holds seqs regions of ctx rows, sequence q's ring in rows q*ctx
 // … q*ctx+ctx-1. Row i, position p of sequence q, goes to row q*ctx + p mod
 // ctx. Two rows of one sequence would race for their slots: the caller
@@ -511,13 +519,30 @@ type Attn struct {
 const MaxHeadDim = 256
 
 // Attention records plain causal attention: for query row i of q [n][Heads *
-// HeadDim] at position p = pos + i (pos from step), dst row i =
+// HeadDim] at position p = pos + i of sequence seq (step holds uint32 pos,
+// then seq; the caches a region of Ctx rows per sequence), dst row i =
 // softmax(Scale * q K^T) V over the keys at positions first..p of kc and vc
 // ([Ctx][KVHeads*HeadDim] f16 rings, position k in row k mod Ctx), each
 // query head reading KV head h / (Heads/KVHeads). first is p-Window+1 with
 // a window, else 0, and never a position the ring no longer holds (before
 // pos+n-Ctx): attention.Problem.First.
 func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n int, a Attn) error {
+	return k.attention(s, dst, q, kc, vc, step, n, 1, a, false)
+}
+
+// AttentionRows is Attention over rows that are one token each of their
+// own sequence: rows holds n (position, sequence) pairs (RowTable), kc and
+// vc hold seqs regions of Ctx rows (sequence s's ring in rows s*Ctx …, as
+// StoreKVRows writes them), and row i at position p attends to its
+// sequence's keys at first..p, first as for a batch of one row.
+func (k *Kernels) AttentionRows(s *vk.Sequence, dst, q, kc, vc, rows vk.Binding, n, seqs int, a Attn) error {
+	if err := positive("attention", seqs, a.Ctx, a.KVHeads, a.HeadDim); err != nil {
+		return err
+	}
+	return k.attention(s, dst, q, kc, vc, rows, n, seqs, a, true)
+}
+
+func (k *Kernels) attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n, seqs int, a Attn, rows bool) error {
 	if err := positive("attention", n, a.Heads, a.HeadDim); err != nil {
 		return err
 	}
@@ -527,7 +552,7 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 	if a.Heads%a.KVHeads != 0 || a.HeadDim%2 != 0 || a.HeadDim > MaxHeadDim {
 		return fmt.Errorf("kernels: attention: %d heads over %d KV heads of %d values", a.Heads, a.KVHeads, a.HeadDim)
 	}
-	if a.Window < 0 || n > a.Ctx {
+	if a.Window < 0 || (!rows && n > a.Ctx) {
 		return fmt.Errorf("kernels: attention: window %d, %d rows over a cache of %d", a.Window, n, a.Ctx)
 	}
 	if n > int(k.info.MaxWorkgroupCount[1]) || a.Heads > int(k.info.MaxWorkgroupCount[0]) {
@@ -540,17 +565,17 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 	if err := need("attention q", q, size); err != nil {
 		return err
 	}
-	cache := 2 * int64(a.Ctx) * int64(a.KVHeads*a.HeadDim)
+	cache := 2 * int64(seqs) * int64(a.Ctx) * int64(a.KVHeads*a.HeadDim)
 	if err := need("attention k cache", kc, cache); err != nil {
 		return err
 	}
 	if err := need("attention v cache", vc, cache); err != nil {
 		return err
 	}
-	if err := need("attention step", step, 4); err != nil {
+	if err := need("attention step", step, stepBytes(n, rows)); err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.AttentionSpec())
+	p, err := k.pipeline(k.attentionSpec(rows))
 	if err != nil {
 		return err
 	}
@@ -561,6 +586,11 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 }
 
 // AttentionSpec is the pipeline Attention builds.
-func (k *Kernels) AttentionSpec() vk.PipelineSpec {
-	return spec("causal_attn", 5, 24, 0, Lanes, k.subgroups(Lanes), MaxHeadDim)
+func (k *Kernels) AttentionSpec() vk.PipelineSpec { return k.attentionSpec(false) }
+
+// AttentionRowsSpec is the pipeline AttentionRows builds.
+func (k *Kernels) AttentionRowsSpec() vk.PipelineSpec { return k.attentionSpec(true) }
+
+func (k *Kernels) attentionSpec(rows bool) vk.PipelineSpec {
+	return spec("causal_attn", 5, 24, 0, Lanes, k.subgroups(Lanes), MaxHeadDim, b32(rows))
 }

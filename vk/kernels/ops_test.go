@@ -384,7 +384,9 @@ func TestEltwise(t *testing.T) {
 // TestStoreKV stores rows into the f16 cache as they are, and rotated as
 // keys (the fused RoPE: normal and NeoX pairs, partial rotation, frequency
 // factors) against ropeRef. The cache is a ring: position p goes to row p
-// mod ctx (batches that wrap, start past the ring, or outrun it).
+// mod ctx (batches that wrap, start past the ring, or outrun it), in the
+// region of its sequence (the cache holds two; odd batches go to the
+// second, and the other region must keep what it held).
 func TestStoreKV(t *testing.T) {
 	k := setup(t)
 	for _, c := range []struct {
@@ -432,19 +434,27 @@ func TestStoreKV(t *testing.T) {
 				rp = &rc
 			}
 			const sentinel = 0xA5
-			init := make([]byte, 2*c.ctx*c.kvDim)
+			region := 2 * c.ctx * c.kvDim // bytes
+			init := make([]byte, 2*region)
 			for i := range init {
 				init[i] = sentinel
 			}
 			cb := buffer(t, int64(len(init)), init)
 			sb := floatBuffer(t, src)
-			step := buffer(t, 4, u32Bytes(uint32(c.pos)))
+			seq := c.n % 2
+			step := buffer(t, 8, u32Bytes(uint32(c.pos), uint32(seq)))
 			run(t, func(s *vk.Sequence) error {
 				return k.StoreKV(s, whole(cb), whole(sb), whole(step), c.n, c.kvDim, c.ctx, rp)
 			})
-			got := make([]byte, len(init))
-			if err := cb.Read(0, got); err != nil {
+			both := make([]byte, len(init))
+			if err := cb.Read(0, both); err != nil {
 				t.Fatal(err)
+			}
+			got, other := both[seq*region:(seq+1)*region], both[(1-seq)*region:(2-seq)*region]
+			for i, b := range other {
+				if b != sentinel {
+					t.Fatalf("sequence %d's store wrote byte %d of sequence %d's region", seq, i, 1-seq)
+				}
 			}
 			bits, _ := f16s(stored)
 			bad := 0
@@ -530,7 +540,7 @@ func TestAttention(t *testing.T) {
 			vraw, vv := f16s(normals(r, c.a.Ctx*kvDim, 1))
 			qb, db := floatBuffer(t, q), buffer(t, f32(c.n*qDim), nil)
 			kb, vb := buffer(t, int64(len(kraw)), kraw), buffer(t, int64(len(vraw)), vraw)
-			step := buffer(t, 4, u32Bytes(uint32(c.pos)))
+			step := buffer(t, 8, u32Bytes(uint32(c.pos), 0))
 			run(t, func(s *vk.Sequence) error {
 				return k.Attention(s, whole(db), whole(qb), whole(kb), whole(vb), whole(step), c.n, c.a)
 			})
@@ -706,6 +716,56 @@ func TestStoreKVRows(t *testing.T) {
 							t.Errorf("cache row %d (sequence %d, slot %d) value %d = %v (stored by batch row %d: %v)", row, row/ctx, row%ctx, j, vals[o], i, ok)
 						}
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestAttentionRows runs the plain attention kernel over rows that are one
+// token each of their own sequence: each row must equal the reference of
+// its sequence alone (its region of the caches, at its position), on a
+// global layer and on a sliding window whose ring two sequences have
+// wrapped; a fourth region holds keys no row may see.
+func TestAttentionRows(t *testing.T) {
+	k := setup(t)
+	const seqs = 4
+	for _, a := range []Attn{
+		{Heads: 4, KVHeads: 2, HeadDim: 6, Ctx: 48},
+		{Heads: 2, KVHeads: 1, HeadDim: 64, Ctx: 8, Window: 6},
+	} {
+		a.Scale = float32(1 / math.Sqrt(float64(a.HeadDim)))
+		t.Run(fmt.Sprintf("d%d/ctx%d/w%d", a.HeadDim, a.Ctx, a.Window), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(a.Ctx), uint64(a.HeadDim)))
+			n, qDim, kvDim := len(rowCase.seqs), a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+			q := normals(r, n*qDim, 1)
+			kraw, _ := f16s(normals(r, seqs*a.Ctx*kvDim, 2))
+			vraw, _ := f16s(normals(r, seqs*a.Ctx*kvDim, 1))
+			qb, db := floatBuffer(t, q), buffer(t, f32(n*qDim), nil)
+			kb, vb := buffer(t, int64(len(kraw)), kraw), buffer(t, int64(len(vraw)), vraw)
+			rows := buffer(t, 8*int64(n), RowTable(rowCase.seqs, rowCase.pos))
+			run(t, func(s *vk.Sequence) error {
+				return k.AttentionRows(s, whole(db), whole(qb), whole(kb), whole(vb), whole(rows), n, seqs, a)
+			})
+			got := read(t, db, 0, n*qDim)
+			bits := func(raw []byte) []uint16 {
+				b := make([]uint16, len(raw)/2)
+				for i := range b {
+					b[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+				}
+				return b
+			}
+			kbits, vbits := bits(kraw), bits(vraw)
+			for i := range n {
+				region := int(rowCase.seqs[i]) * a.Ctx * kvDim
+				want, err := attention.Reference(attention.Problem{Queries: 1, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim,
+					Pos: int(rowCase.pos[i]), Window: a.Window, Slots: a.Ctx, Scale: float64(a.Scale), Q: q[i*qDim : (i+1)*qDim],
+					K: kbits[region : region+a.Ctx*kvDim], V: vbits[region : region+a.Ctx*kvDim]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := attention.RelErr(got[i*qDim:(i+1)*qDim], want, a.HeadDim); !(e < 1e-4) {
+					t.Errorf("row %d (sequence %d at %d): relative error %.3e", i, rowCase.seqs[i], rowCase.pos[i], e)
 				}
 			}
 		})

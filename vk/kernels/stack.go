@@ -15,9 +15,10 @@ const MaxStack = 3
 type StackMat struct {
 	W    vk.Binding // the weights, in the buffer of every other matrix of the stack
 	Rows int
-	// Out receives the rows: f32 [n][Rows], or with Cache the f16 ring of
-	// Stack.Slots rows of Rows values (column i at position pos+i goes to
-	// row (pos+i) mod Slots, as StoreKV writes).
+	// Out receives the rows: f32 [n][Rows], or with Cache the f16 rings of
+	// Stack.Seqs sequences, Stack.Slots rows of Rows values each (column i
+	// at position pos+i of sequence s goes to row s·Slots + (pos+i) mod
+	// Slots, as StoreKV writes).
 	Out   vk.Binding
 	Bias  *vk.Binding // Rows f32 values added to every column, or nil
 	Rope  bool        // rotate the rows (whole heads) by Stack.Rope
@@ -42,9 +43,15 @@ type Stack struct {
 	Q8 bool
 	// Shape is the geometry; zero takes StackShape's.
 	Shape MatVecShape
-	Rope  RoPE       // for the matrices with Rope; Rope.Factors nil or Dims/2 values
-	Step  vk.Binding // pos, with Rope or Cache
-	Slots int        // rows of the cache rings, with Cache
+	Rope  RoPE // for the matrices with Rope; Rope.Factors nil or Dims/2 values
+	// Step holds, with Rope or Cache, the position of column 0 and its
+	// sequence (uint32 each), or with Rows a (position, sequence) pair per
+	// column (RowTable).
+	Step  vk.Binding
+	Slots int // rows of each sequence's cache ring, with Cache
+	Seqs  int // sequences the cache rings hold, with Cache; 0 means 1
+	// Rows: the columns are one token each of distinct sequences.
+	Rows bool
 	// Gated (not nil): Mats are gate and up, of the same rows, and Mats[0].Out
 	// gets act(gate) * up; GatedQ8 (not nil) its q8 copy too.
 	Gated   *GLU
@@ -237,7 +244,7 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 		}
 		size := f32(st.N * m.Rows)
 		if m.Cache {
-			size = 2 * int64(st.Slots) * int64(m.Rows)
+			size = 2 * int64(max(st.Seqs, 1)) * int64(st.Slots) * int64(m.Rows)
 		}
 		if err := need(fmt.Sprintf("%s out %d", op, j), m.Out, size); err != nil {
 			return err
@@ -253,7 +260,7 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 	rope, cache, _ := st.masks()
 	step, factors := noIn, noIn
 	if rope != 0 || cache != 0 {
-		if err := need(op+" step", st.Step, 4); err != nil {
+		if err := need(op+" step", st.Step, stepBytes(st.N, st.Rows)); err != nil {
 			return err
 		}
 		step = st.Step
@@ -313,7 +320,7 @@ func (k *Kernels) StackSpec(st *Stack) vk.PipelineSpec {
 	return spec(name, 12, 64, sh.Wave,
 		uint32(sh.Lanes), uint32(st.Type), uint32(st.N), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0,
 		uint32(len(st.Mats)), rope, cache, bias, b32(rope != 0 && st.Rope.NeoX), b32(rope != 0 && st.Rope.Factors != nil),
-		gated, b32(st.GatedQ8 != nil))
+		gated, b32(st.GatedQ8 != nil), b32(st.Rows))
 }
 
 // countBlock is the size of a block of counters in words (64 KiB).

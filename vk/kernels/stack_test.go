@@ -25,6 +25,19 @@ type stackCase struct {
 	pos       int
 	slots     int
 	shape     MatVecShape
+	// The cache rings hold regions sequences (0 means 1); the columns are
+	// of sequence seq at pos.., or with rows (Stack.Rows) column i is of
+	// sequence seqRows.seqs[i] at seqRows.pos[i].
+	regions, seq int
+	seqRows      *struct{ seqs, pos []int32 }
+}
+
+// at is column col's position and sequence.
+func (c stackCase) at(col int) (pos, seq int) {
+	if c.seqRows != nil {
+		return int(c.seqRows.pos[col]), int(c.seqRows.seqs[col])
+	}
+	return c.pos + col, c.seq
 }
 
 // TestMatVecStack checks the stacked product with its epilogues (bias,
@@ -54,6 +67,13 @@ func TestMatVecStack(t *testing.T) {
 		{qt: quant.F16, K: 100, n: 1, rows: []int{255, 1}, bias: true},
 		{qt: quant.Q4_0, K: 4128, n: 8, rows: []int{64, 64, 64}, rope: &RoPE{HeadDim: 32, Dims: 32, Base: 10000, Scale: 1, NeoX: true},
 			ropeMats: 1, cacheMats: 1, pos: 100, slots: 200, shape: MatVecShape{Lanes: 64, Rows: 8, Unroll: 1}},
+		// Sequence 1 of a cache of two: its region only.
+		{qt: quant.Q8_0, K: 96, n: 2, rows: []int{128, 64, 64}, rope: llama, ropeMats: 2, cacheMats: 2, pos: 7, slots: 8,
+			regions: 2, seq: 1},
+		// Columns of three sequences of four (issue 20's batched decode),
+		// two past their ring's wrap, each rotated at its own position.
+		{qt: quant.Q4_K, K: 256, n: 3, rows: []int{240, 80, 80}, bias: true, rope: neox, ropeMats: 2, cacheMats: 2, slots: 8,
+			regions: 4, seqRows: &rowCase},
 	}
 	// The Llama and NeoX cases again at each subgroup size the device can
 	// be asked for (the lane group then spans one or more whole subgroups).
@@ -135,8 +155,13 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 	r := rand.New(rand.NewPCG(uint64(c.K), uint64(c.n*100+len(c.rows))))
 	ws, deqs := stackWeights(t, r, c.qt, c.K, c.rows)
 	xb, x := stackX(t, k, r, c.n, c.K, q8)
-	st := Stack{Type: c.qt, N: c.n, K: c.K, X: xb, Q8: q8, Shape: c.shape, Slots: c.slots,
-		Step: whole(buffer(t, 4, u32Bytes(uint32(c.pos))))}
+	step := u32Bytes(uint32(c.pos), uint32(c.seq))
+	if c.seqRows != nil {
+		step = RowTable(c.seqRows.seqs, c.seqRows.pos)
+	}
+	regions := max(c.regions, 1)
+	st := Stack{Type: c.qt, N: c.n, K: c.K, X: xb, Q8: q8, Shape: c.shape, Slots: c.slots, Seqs: c.regions,
+		Rows: c.seqRows != nil, Step: whole(buffer(t, int64(len(step)), step))}
 	var ff []float32
 	if c.rope != nil {
 		st.Rope = *c.rope
@@ -182,7 +207,8 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 						if rp.NeoX {
 							a, b = base+p, base+p+half
 						}
-						theta := float64(c.pos+col) * float64(rp.Scale) *
+						at, _ := c.at(col)
+						theta := float64(at) * float64(rp.Scale) *
 							math.Pow(float64(rp.Base), -2*float64(p)/float64(rp.Dims)) / float64(ff[p])
 						sin, cos := math.Sincos(theta)
 						x0, x1 := want[a], want[b]
@@ -196,7 +222,7 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 			}
 		}
 		if mat.Cache {
-			init := make([]byte, 2*c.slots*m)
+			init := make([]byte, 2*regions*c.slots*m)
 			for i := range init {
 				init[i] = sentinel
 			}
@@ -216,15 +242,23 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 			compare(t, fmt.Sprintf("matrix %d", j), got, rf.want, rf.tol, 1)
 			continue
 		}
-		raw := make([]byte, 2*c.slots*m)
+		raw := make([]byte, 2*regions*c.slots*m)
 		if err := mat.Out.Buf.Read(0, raw); err != nil {
 			t.Fatal(err)
 		}
+		// The batch column stored in each cache row: the last whose
+		// position is the row mod slots in its sequence's region.
+		owner := map[int]int{}
+		for col := range c.n {
+			p, q := c.at(col)
+			owner[q*c.slots+p%c.slots] = col
+		}
 		bad := 0
-		for row := 0; row < c.slots; row++ {
-			// The batch column stored here: the last whose position is
-			// row mod slots.
-			col := c.n - 1 - ((c.pos+c.n-1-row)%c.slots+c.slots)%c.slots
+		for row := range regions * c.slots {
+			col, ok := owner[row]
+			if !ok {
+				col = -1
+			}
 			for e := 0; e < m; e++ {
 				h := uint16(raw[2*(row*m+e)]) | uint16(raw[2*(row*m+e)+1])<<8
 				if col < 0 {
@@ -247,7 +281,7 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 			}
 		}
 		if bad == 0 {
-			t.Logf("matrix %d: %d cache rows checked", j, c.slots)
+			t.Logf("matrix %d: %d cache rows checked", j, regions*c.slots)
 		}
 	}
 }
