@@ -13,10 +13,13 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/backend/cpu"
 	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/internal/vktest"
 	"github.com/vkinfer/vkinfer/model"
 	"github.com/vkinfer/vkinfer/server"
+	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
 // gatedModel counts the prompts the server has tokenized.
@@ -45,16 +48,33 @@ func (g gatedEngine) Eval(batch []server.Seq) error {
 }
 
 // TestServeBatched: the server on seqEngine over 8 sequences of the CPU
-// backend decodes concurrent requests together: 8 streams of 16 tokens
-// take about 15 decoding passes (the 16th token is sampled, never
-// evaluated), not 120, and each stream equals its output alone.
+// backend, and of the Vulkan engine, decodes concurrent requests together:
+// 8 streams of 16 tokens take about 15 decoding passes (the 16th token is
+// sampled, never evaluated), not 120, and each stream equals its output
+// alone.
 func TestServeBatched(t *testing.T) {
+	for _, name := range []string{"cpu", "vulkan"} {
+		t.Run(name, func(t *testing.T) {
+			var be backend.Backend = cpu.New(2)
+			if name == "vulkan" {
+				e, err := engine.New(vktest.Open(t), engine.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				be = e
+			}
+			testServeBatched(t, be)
+		})
+	}
+}
+
+func testServeBatched(t *testing.T, be backend.Backend) {
 	f, err := gguf.Open(serveModel(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m, err := model.Load(f, cpu.New(2), model.Options{Context: 128, Seqs: 8})
+	m, err := model.Load(f, be, model.Options{Context: 128, Seqs: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
