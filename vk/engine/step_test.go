@@ -19,11 +19,11 @@ import (
 // sliding-window rings (ubatch 3: rings of 10 slots, the longest sequence
 // past its wrap). The row program's products take n columns where the
 // one-token program takes one; the matrix-vector kernels reduce each
-// column alike, and before the RMS norm was folded into the o and down
-// products (matvec_norm) the logits were equal to the bit. Since, one run
-// of three differed in the last bits (1.4e-6 of logits up to 6.25,
-// tiny-qwen3 on lavapipe; not traced), hence the bound of 1e-5 of the
-// largest logit, and the log of the worst. (Q4_K weights go through the same
+// column alike, and the logits are equal to the bit (measured on
+// lavapipe). The bound is 1e-5 of the largest logit all the same, with the
+// worst logged: while the RMS norm was folded into the o and down products
+// (matvec_norm, since reverted) one run of three differed by 1.4e-6 of
+// logits up to 6.25 (tiny-qwen3; not traced). (Q4_K weights go through the same
 // kernels; the CPU backend's test covers them, and here they tripled the
 // test's time.)
 func TestStepMatchesAlone(t *testing.T) {
