@@ -2,6 +2,8 @@ package sample
 
 import (
 	"math"
+	"math/rand/v2"
+	"sort"
 	"testing"
 )
 
@@ -158,5 +160,37 @@ func TestFreqPresencePenalty(t *testing.T) {
 	s.Accept(0)
 	if l = logitsOf(3, 2); s.Sample(l) != 0 || l[0] != 3 {
 		t.Errorf("RepeatLastN 0 still penalised: logits %v", l)
+	}
+}
+
+// TestTopK: the heap selection equals sorting every candidate and cutting
+// at k, on random logits with many ties, for k from 1 to past half the
+// vocabulary.
+func TestTopK(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 2, 7, 100, 1000} {
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.IntN(20)) // ties everywhere
+		}
+		for _, k := range []int{1, 2, 5, n/2 + 1, n - 1} {
+			if k < 1 || k >= n {
+				continue
+			}
+			want := make([]candidate, n)
+			for i, v := range logits {
+				want[i] = candidate{id: int32(i), logit: v}
+			}
+			sort.SliceStable(want, func(i, j int) bool { return want[i].logit > want[j].logit })
+			got := topK(nil, logits, k)
+			if len(got) != k {
+				t.Fatalf("n %d k %d: %d candidates", n, k, len(got))
+			}
+			for i := range got {
+				if got[i].id != want[i].id || got[i].logit != want[i].logit {
+					t.Fatalf("n %d k %d: candidate %d is %+v, want %+v", n, k, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }
