@@ -219,18 +219,15 @@ func (req *request) prompt() (text string, ids []int32, err error) {
 	return "", nil, invalid("prompt: want a string or an array of token ids")
 }
 
-// chatMessage is a message as the chat template takes it.
-type chatMessage struct{ Role, Content string }
-
 // roles are the message roles chat templates know.
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
 // messages checks and flattens the chat messages.
-func (req *request) messages() ([]chatMessage, error) {
+func (req *request) messages() ([]Message, error) {
 	if len(req.Messages) == 0 {
 		return nil, invalid("messages: want at least one message")
 	}
-	out := make([]chatMessage, len(req.Messages))
+	out := make([]Message, len(req.Messages))
 	for i, m := range req.Messages {
 		if !roles[m.Role] {
 			return nil, invalid("messages[%d].role %q: want system, developer, user, assistant or tool", i, m.Role)
@@ -239,7 +236,7 @@ func (req *request) messages() ([]chatMessage, error) {
 		if err != nil {
 			return nil, invalid("messages[%d].content: %v", i, err)
 		}
-		out[i] = chatMessage{Role: m.Role, Content: text}
+		out[i] = Message{Role: m.Role, Content: text}
 	}
 	return out, nil
 }

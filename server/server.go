@@ -89,8 +89,8 @@ func New(cfg Config) (*Server, error) {
 	s.sched = newScheduler(schedulerConfig{engine: cfg.Engine, model: cfg.Model, parallel: cfg.Parallel,
 		queue: cfg.Queue, quantum: cfg.Quantum, log: cfg.Log})
 	s.routes = map[string]route{
-		"/v1/chat/completions": {method: http.MethodPost, handle: s.chat},
-		"/v1/completions":      {method: http.MethodPost, handle: s.completions},
+		"/v1/chat/completions": {method: http.MethodPost, handle: s.completion(s.chatPrompt, chatFormat)},
+		"/v1/completions":      {method: http.MethodPost, handle: s.completion(s.textPrompt, textFormat)},
 		"/v1/models":           {method: http.MethodGet, handle: s.models},
 		"/apply-template":      {method: http.MethodPost, handle: s.applyTemplate},
 		"/health":              {method: http.MethodGet, handle: s.health, public: true},
@@ -186,55 +186,60 @@ func (s *Server) render(req *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	conv := make([]Message, len(msgs))
-	for i, m := range msgs {
-		conv[i] = Message(m)
-	}
-	prompt, err := s.cfg.Model.ApplyTemplate(conv)
+	prompt, err := s.cfg.Model.ApplyTemplate(msgs)
 	if err != nil {
 		return "", invalid("applying the chat template: %v", err)
 	}
 	return prompt, nil
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
-	req, err := decodeRequest(r.Body)
-	if err != nil {
-		return err
+// completion is the handler of a generation endpoint: both decode and
+// validate the body the same way and differ only in how the prompt's
+// tokens come from the request and in the response's shapes.
+func (s *Server) completion(promptOf func(*request) ([]int32, error), f format) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		req, err := decodeRequest(r.Body)
+		if err != nil {
+			return err
+		}
+		p, err := req.validate()
+		if err != nil {
+			return err
+		}
+		prompt, err := promptOf(req)
+		if err != nil {
+			return err
+		}
+		return s.generate(w, r, p, prompt, f)
 	}
-	p, err := req.validate()
-	if err != nil {
-		return err
-	}
-	prompt, err := s.render(req)
-	if err != nil {
-		return err
-	}
-	return s.generate(w, r, p, s.cfg.Model.Tokenize(prompt), chatFormat)
 }
 
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
-	req, err := decodeRequest(r.Body)
+// chatPrompt is /v1/chat/completions' prompt: the messages through the
+// chat template.
+func (s *Server) chatPrompt(req *request) ([]int32, error) {
+	prompt, err := s.render(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := req.validate()
-	if err != nil {
-		return err
-	}
+	return s.cfg.Model.Tokenize(prompt), nil
+}
+
+// textPrompt is /v1/completions' prompt: a text, tokenized, or token ids,
+// each checked against the vocabulary.
+func (s *Server) textPrompt(req *request) ([]int32, error) {
 	text, ids, err := req.prompt()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ids == nil {
 		ids = s.cfg.Model.Tokenize(text)
 	}
 	for _, id := range ids {
 		if int(id) >= s.cfg.Model.VocabSize() {
-			return invalid("prompt: token id %d out of range (the vocabulary has %d)", id, s.cfg.Model.VocabSize())
+			return nil, invalid("prompt: token id %d out of range (the vocabulary has %d)", id, s.cfg.Model.VocabSize())
 		}
 	}
-	return s.generate(w, r, p, ids, textFormat)
+	return ids, nil
 }
 
 // generate runs a validated request and writes its response, streamed or
