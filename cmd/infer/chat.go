@@ -41,17 +41,13 @@ func chatCmd(args []string) error {
 		return err
 	}
 	defer closeModel()
-	tmpl, fallback, err := chat.FromModel(lo.file, *templateFile)
+	tmpl, err := loadTemplate("chat", os.Stderr, lo.file, m, *templateFile)
 	if err != nil {
 		return err
-	}
-	if fallback {
-		fmt.Fprintln(os.Stderr, "chat: the model has no chat template (tokenizer.chat_template); using ChatML, as llama.cpp does")
 	}
 	c := &conversation{m: m, tmpl: tmpl, session: m.NewSession(), smp: sample.New(sf.params()),
 		opts: model.GenOptions{N: *nPredict, IgnoreEOS: *ignoreEOS}, verbose: lo.verbose,
 		out: os.Stdout, log: os.Stderr}
-	c.bos, c.eos = chat.SpecialTexts(m.Tok)
 	if *system != "" {
 		c.system = []chat.Message{{Role: "system", Content: *system}}
 	}
@@ -63,8 +59,7 @@ func chatCmd(args []string) error {
 // session whose cache holds their tokens.
 type conversation struct {
 	m        *model.Model
-	tmpl     *chat.Template
-	bos, eos string
+	tmpl     promptTemplate
 	session  *model.Session
 	smp      *sample.Sampler
 	opts     model.GenOptions
@@ -163,7 +158,7 @@ func (c *conversation) tokenize(prompt string) []int32 {
 // the program.
 func (c *conversation) turn(text string, sig <-chan os.Signal) error {
 	msgs := append(c.msgs, chat.Message{Role: "user", Content: text})
-	prompt, err := c.tmpl.Render(msgs, true, c.bos, c.eos)
+	prompt, err := c.tmpl.render(msgs)
 	if err != nil {
 		fmt.Fprintf(c.log, "chat: %v\n", err)
 		return nil

@@ -62,19 +62,15 @@ func serveCmd(args []string) error {
 		return err
 	}
 	defer closeModel()
-	tmpl, fallback, err := chat.FromModel(lo.file, *templateFile)
+	tmpl, err := loadTemplate("serve", os.Stderr, lo.file, m, *templateFile)
 	if err != nil {
 		return err
-	}
-	if fallback {
-		fmt.Fprintln(os.Stderr, "serve: the model has no chat template (tokenizer.chat_template); using ChatML, as llama.cpp does")
 	}
 	name := *alias
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(lo.file.Path()), ".gguf")
 	}
 	sm := &servedModel{m: m, tmpl: tmpl, name: name}
-	sm.bos, sm.eos = chat.SpecialTexts(m.Tok)
 	eng, err := newSeqEngine(m)
 	if err != nil {
 		return err
@@ -147,10 +143,9 @@ func shutdown(hs *http.Server, srv *server.Server, sig <-chan os.Signal, drain t
 // servedModel is the model as the server sees it: its tokenizer and chat
 // template.
 type servedModel struct {
-	m        *model.Model
-	tmpl     *chat.Template
-	bos, eos string
-	name     string
+	m    *model.Model
+	tmpl promptTemplate
+	name string
 }
 
 func (s *servedModel) Name() string                 { return s.name }
@@ -165,7 +160,7 @@ func (s *servedModel) ApplyTemplate(msgs []server.Message) (string, error) {
 	for i, m := range msgs {
 		conv[i] = chat.Message(m)
 	}
-	return s.tmpl.Render(conv, true, s.bos, s.eos)
+	return s.tmpl.render(conv)
 }
 
 // seqEngine runs the scheduler's sequences on sessions of the model, one
