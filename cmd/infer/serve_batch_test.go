@@ -98,20 +98,10 @@ func testServeBatched(t *testing.T, be backend.Backend) {
 
 	const streams, tokens = 8, 16
 	run := func(i int) string {
-		st := client.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{Model: "tiny",
-			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(fmt.Sprintf("Story %d:%s once", i, strings.Repeat(" so", i)))},
+		return streamText(context.Background(), client, openai.CompletionNewParams{Model: "tiny",
+			Prompt:    promptParam(fmt.Sprintf("Story %d:%s once", i, strings.Repeat(" so", i))),
 			MaxTokens: openai.Int(tokens), Temperature: openai.Float(0.8), Seed: openai.Int(int64(i))},
 			option.WithJSONSet("ignore_eos", true))
-		var b strings.Builder
-		for st.Next() {
-			if ch := st.Current().Choices; len(ch) > 0 {
-				b.WriteString(ch[0].Text)
-			}
-		}
-		if err := st.Err(); err != nil {
-			return "error: " + err.Error()
-		}
-		return b.String()
 	}
 	alone := make([]string, streams)
 	for i := range alone {

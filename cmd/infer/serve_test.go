@@ -115,6 +115,23 @@ func promptParam(p string) openai.CompletionNewParamsPromptUnion {
 	return openai.CompletionNewParamsPromptUnion{OfString: openai.String(p)}
 }
 
+// streamText streams a completion and returns its text, or the error
+// where the stream failed as a text no completion equals (the callers
+// compare completions).
+func streamText(ctx context.Context, client openai.Client, p openai.CompletionNewParams, opts ...option.RequestOption) string {
+	st := client.Completions.NewStreaming(ctx, p, opts...)
+	var b strings.Builder
+	for st.Next() {
+		if ch := st.Current().Choices; len(ch) > 0 {
+			b.WriteString(ch[0].Text)
+		}
+	}
+	if err := st.Err(); err != nil {
+		return "error: " + err.Error()
+	}
+	return b.String()
+}
+
 // TestServeSDK drives `infer serve` with OpenAI's Go SDK on the CPU
 // backend and on Vulkan (lavapipe): a greedy completion equals
 // `infer --temp 0`'s text, a streamed chat arrives in chunks and equals the
@@ -189,19 +206,9 @@ func testServeSDK(t *testing.T, backend string) {
 
 	t.Run("8 streams", func(t *testing.T) {
 		run := func(i int) string {
-			st := s.client.Completions.NewStreaming(ctx, openai.CompletionNewParams{Model: "tiny-qwen3",
+			return streamText(ctx, s.client, openai.CompletionNewParams{Model: "tiny-qwen3",
 				Prompt: promptParam(fmt.Sprintf("Story %d: once", i)), MaxTokens: openai.Int(int64(16 + 3*i)),
 				Temperature: openai.Float(0.8), Seed: openai.Int(int64(i))})
-			var b strings.Builder
-			for st.Next() {
-				if ch := st.Current().Choices; len(ch) > 0 {
-					b.WriteString(ch[0].Text)
-				}
-			}
-			if err := st.Err(); err != nil {
-				return "error: " + err.Error()
-			}
-			return b.String()
 		}
 		alone := make([]string, 8)
 		for i := range alone {
