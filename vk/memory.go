@@ -208,16 +208,31 @@ func (b *Buffer) WriteF32(off int64, v []float32) error {
 	return b.Write(off, buf)
 }
 
-// ReadF32 reads len(dst) float32 values.
+// ReadF32 reads len(dst) float32 values. A host buffer's are decoded
+// straight from its mapping, with nothing allocated: a program reads its
+// logits from one every token.
 func (b *Buffer) ReadF32(off int64, dst []float32) error {
-	buf := make([]byte, 4*len(dst))
+	n := 4 * len(dst)
+	if b.host {
+		if err := b.span("read", off, n); err != nil {
+			return err
+		}
+		return b.d.hostCopy(func() { decodeF32(dst, b.bytes(off, n)) })
+	}
+	// Staging copies chunks that may split a value: whole bytes first.
+	buf := make([]byte, n)
 	if err := b.Read(off, buf); err != nil {
 		return err
 	}
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-	}
+	decodeF32(dst, buf)
 	return nil
+}
+
+// decodeF32 sets dst to the little-endian float32 values of src.
+func decodeF32(dst []float32, src []byte) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
 }
 
 // bytes views part of a host buffer's mapping.

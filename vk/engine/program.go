@@ -33,7 +33,8 @@ type program struct {
 	seq *vk.Sequence
 	// rows: the n rows are one token each of distinct sequences
 	// (RecordRows), and the kernels that place them read the step
-	// buffer as a (position, sequence) pair per row (kernels.RowTable);
+	// buffer as a (position, sequence) pair per row
+	// (kernels.AppendRowTable);
 	// otherwise it holds the first position and the one sequence.
 	rows   bool
 	owned  []*vk.Buffer
@@ -44,7 +45,9 @@ type program struct {
 	host   *vk.Buffer // host-visible copy of the outputs
 	outLen int
 	err    error
-	tokBuf []byte
+	// tokBuf and stepBuf hold what a run writes into tokens and step,
+	// kept so that a token's run allocates nothing.
+	tokBuf, stepBuf []byte
 	// faScratch holds flash attention's split-k partials.
 	faScratch *vk.Buffer
 	// prod holds MatMulAdd's product where it is not fused.
@@ -79,7 +82,7 @@ type actCopy struct {
 }
 
 func newProgram(e *Engine, n int, rows bool) (*program, error) {
-	p := &program{e: e, n: n, rows: rows, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n),
+	p := &program{e: e, n: n, rows: rows, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n), stepBuf: make([]byte, 0, 8*n),
 		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{},
 		layer: -1, routed: map[*tensor]int{}}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
@@ -613,9 +616,10 @@ func (p *program) Run(tokens []int32, pos int, out []float32) error {
 	if c := p.e.cache; pos < 0 || pos+p.n > c.Context {
 		return fmt.Errorf("vulkan: positions %d..%d outside the context of %d", pos, pos+p.n-1, c.Context)
 	}
-	// The step: the first position, then the sequence (RowTable's first
-	// pair).
-	return p.run(tokens, kernels.RowTable([]int32{0}, []int32{int32(pos)}), pos, out)
+	// The step: the first position, then the sequence (the row table's
+	// first pair).
+	p.stepBuf = kernels.AppendRowTable(p.stepBuf[:0], []int32{0}, []int32{int32(pos)})
+	return p.run(tokens, pos, out)
 }
 
 // RunRows implements backend.Program: the rows' table for a program of
@@ -627,12 +631,13 @@ func (p *program) RunRows(tokens, seqs, pos []int32, out []float32) error {
 	if !p.rows {
 		seqs, pos = seqs[:1], pos[:1]
 	}
-	return p.run(tokens, kernels.RowTable(seqs, pos), int(pos[0]), out)
+	p.stepBuf = kernels.AppendRowTable(p.stepBuf[:0], seqs, pos)
+	return p.run(tokens, int(pos[0]), out)
 }
 
-// run writes the tokens and the step and runs the program; pos is the
-// first row's position, for the profile.
-func (p *program) run(tokens []int32, step []byte, pos int, out []float32) error {
+// run writes the tokens and the step (stepBuf) and runs the program; pos
+// is the first row's position, for the profile.
+func (p *program) run(tokens []int32, pos int, out []float32) error {
 	if len(out) != p.outLen {
 		return fmt.Errorf("vulkan: output buffer holds %d values, program produces %d", len(out), p.outLen)
 	}
@@ -645,7 +650,7 @@ func (p *program) run(tokens []int32, step []byte, pos int, out []float32) error
 	if err := p.tokens.Write(0, p.tokBuf); err != nil {
 		return fmt.Errorf("vulkan: %w", err)
 	}
-	if err := p.step.Write(0, step); err != nil {
+	if err := p.step.Write(0, p.stepBuf); err != nil {
 		return fmt.Errorf("vulkan: %w", err)
 	}
 	if err := p.seq.Run(); err != nil {

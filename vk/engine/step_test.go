@@ -1,9 +1,11 @@
 package engine_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
+	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/gguf"
 	"github.com/vkinfer/vkinfer/internal/fixtures"
 	"github.com/vkinfer/vkinfer/model"
@@ -110,4 +112,55 @@ func stepTokens(n, seed int) []int32 {
 		toks[i] = int32(3 + (i*97+seed*41)%500)
 	}
 	return toks
+}
+
+// TestRunAllocs: a recorded program's run, which a server makes once per
+// decoded token, allocates nothing in Go: the token ids and the step (a
+// position, or a row program's table of positions and sequences) go
+// through buffers the program keeps. The programs rotate a tensor with
+// RoPE, which reads the step.
+func TestRunAllocs(t *testing.T) {
+	e := open(t)
+	defer e.Close()
+	// Outputs of more than 32 bytes: Go keeps smaller variable-size
+	// allocations on the stack, where the test would not see them.
+	const seqs, dim = 3, 64
+	if err := e.InitCache(backend.Cache{Layers: 1, Context: 32, KVDim: dim, Seqs: seqs}); err != nil {
+		t.Fatal(err)
+	}
+	rope := backend.RoPE{Heads: 2, HeadDim: dim / 2, Dims: dim / 2, Base: 10000, Scale: 1}
+	build := func(n int) func(backend.Ops) {
+		return func(ops backend.Ops) {
+			x := ops.Tensor(n, dim)
+			ops.RoPE(x, rope)
+			ops.Output(x)
+		}
+	}
+	one, err := e.Record(1, build(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	rows, err := e.RecordRows(seqs, build(seqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	tok, out1 := []int32{0}, make([]float32, dim)
+	toks, ids, pos, out := []int32{0, 0, 0}, []int32{2, 0, 1}, []int32{5, 17, 30}, make([]float32, seqs*dim)
+	for name, run := range map[string]func() error{
+		"Run":     func() error { return one.Run(tok, 7, out1) },
+		"RunRows": func() error { return rows.RunRows(toks, ids, pos, out) },
+	} {
+		if err := run(); err != nil { // the first run may set things up
+			t.Fatal(err)
+		}
+		var err error
+		if allocs := testing.AllocsPerRun(20, func() { err = errors.Join(err, run()) }); allocs != 0 {
+			t.Errorf("%s: %v allocations a run, want 0", name, allocs)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -52,7 +52,7 @@ type Shape struct {
 	Mask bool
 	// Rows: each query is one token of a sequence of its own (the server's
 	// batched decode), and IO.Step holds a (position, sequence) pair per
-	// query (kernels.RowTable). K and V then hold Seqs regions of Context
+	// query (kernels.AppendRowTable). K and V then hold Seqs regions of Context
 	// rows, sequence s's ring in rows s·Context …, and each query sees
 	// its own sequence's keys up to its position. Only the decode kernel
 	// runs it, without a mask; Context need not reach Queries.
@@ -95,7 +95,7 @@ type IO struct {
 	Q, K, V, Out vk.Binding
 	// Step holds uint32 pos, then the sequence whose region of K and V
 	// (Context rows from row seq·Context) the keys are in; with Shape.Rows
-	// a (position, sequence) pair per query (kernels.RowTable).
+	// a (position, sequence) pair per query (kernels.AppendRowTable).
 	Step vk.Binding
 	Mask vk.Binding // f16 [Queries][Context], when Shape.Mask
 	// Scratch holds the split-k partials when the plan splits: at least

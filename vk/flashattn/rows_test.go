@@ -49,7 +49,7 @@ func TestFlashAttnRows(t *testing.T) {
 				t.Fatalf("plan %v (%v): want the decode kernel with %d splits", p, err, c.splits)
 			}
 			io := IO{Q: whole(buffer(t, d, f32Bytes(q))), K: whole(buffer(t, d, u16Bytes(k))), V: whole(buffer(t, d, u16Bytes(v))),
-				Out: whole(buffer(t, d, make([]byte, 4*len(q)))), Step: whole(buffer(t, d, kernels.RowTable(seqOf, posOf)))}
+				Out: whole(buffer(t, d, make([]byte, 4*len(q)))), Step: whole(buffer(t, d, kernels.AppendRowTable(nil, seqOf, posOf)))}
 			if size, err := fa.ScratchBytes(sh); err != nil {
 				t.Fatal(err)
 			} else if size > 0 {
@@ -68,7 +68,7 @@ func TestFlashAttnRows(t *testing.T) {
 				io1 := io
 				io1.Q = whole(buffer(t, d, f32Bytes(q[i*hd:(i+1)*hd])))
 				io1.Out = whole(buffer(t, d, make([]byte, 4*hd)))
-				io1.Step = whole(buffer(t, d, kernels.RowTable(seqOf[i:i+1], posOf[i:i+1])))
+				io1.Step = whole(buffer(t, d, kernels.AppendRowTable(nil, seqOf[i:i+1], posOf[i:i+1])))
 				copy(alone[i*hd:], runFA(t, fa, one, io1, hd))
 			}
 			pre := sh
@@ -81,7 +81,7 @@ func TestFlashAttnRows(t *testing.T) {
 			iop := io
 			iop.Q = whole(buffer(t, d, f32Bytes(q[:5*hd])))
 			iop.Out = whole(buffer(t, d, make([]byte, 4*5*hd)))
-			iop.Step = whole(buffer(t, d, kernels.RowTable([]int32{3}, []int32{int32(first)})))
+			iop.Step = whole(buffer(t, d, kernels.AppendRowTable(nil, []int32{3}, []int32{int32(first)})))
 			iop.Scratch = whole(buffer(t, d, make([]byte, 1<<20)))
 			region := 3 * c.ctx * kvd
 			want, err := attention.Reference(attention.Problem{Queries: 5, Heads: heads, KVHeads: kvHeads, HeadDim: dim,

@@ -222,7 +222,7 @@ func (k *Kernels) Rope(s *vk.Sequence, dst, x, step vk.Binding, n, heads int, r 
 
 // RopeRows is Rope for rows that are one token each of several sequences:
 // rows holds n (position, sequence) pairs of uint32 and row i is at
-// position rows[i].position (RowTable writes the table).
+// position rows[i].position (AppendRowTable writes the table).
 func (k *Kernels) RopeRows(s *vk.Sequence, dst, x, rows vk.Binding, n, heads int, r RoPE) error {
 	return k.rope(s, dst, x, rows, n, heads, r, true)
 }
@@ -272,15 +272,16 @@ func (k *Kernels) ropeSpec(r RoPE, rows bool) vk.PipelineSpec {
 	return spec("rope", 4, 24, 0, Lanes, b32(r.NeoX), b32(r.Factors != nil), b32(rows))
 }
 
-// RowTable encodes the row table of the …Rows kernels: for row i, uint32
-// pos[i] then uint32 seqs[i], little-endian. Its first pair is the step
-// the other kernels read (the first position, then the sequence), so one
-// buffer serves both. It panics unless the two are as long.
-func RowTable(seqs, pos []int32) []byte {
+// AppendRowTable appends to b the row table of the …Rows kernels: for row
+// i, uint32 pos[i] then uint32 seqs[i], little-endian. Its first pair is
+// the step the other kernels read (the first position, then the
+// sequence), so one buffer serves both. A program passes the table it
+// wrote last, emptied, so that a token's run allocates nothing. It panics
+// unless the two are as long.
+func AppendRowTable(b []byte, seqs, pos []int32) []byte {
 	if len(seqs) != len(pos) {
 		panic(fmt.Sprintf("kernels: row table of %d sequences and %d positions", len(seqs), len(pos)))
 	}
-	b := make([]byte, 0, 8*len(seqs))
 	for i := range seqs {
 		b = binary.LittleEndian.AppendUint32(b, uint32(pos[i]))
 		b = binary.LittleEndian.AppendUint32(b, uint32(seqs[i]))
@@ -420,7 +421,7 @@ func (k *Kernels) CopyRows(s *vk.Sequence, dst, src vk.Binding, rows, cols, dstS
 
 // StoreKV records the conversion of n f32 rows of kvDim values (src) to f16
 // and their store into cache [ctx][kvDim], positions pos..pos+n-1 of
-// sequence seq (step holds uint32 pos, then seq: RowTable's first pair),
+// sequence seq (step holds uint32 pos, then seq: AppendRowTable's first pair),
 // the cache holding a region of ctx rows per sequence, seq's from row
 // seq*ctx. The cache is a ring of ctx slots (backend.Cache.Slots: the
 // context for a global layer, less for a sliding-window one): position p
@@ -432,7 +433,7 @@ func (k *Kernels) StoreKV(s *vk.Sequence, cache, src, step vk.Binding, n, kvDim,
 }
 
 // StoreKVRows is StoreKV for rows that are one token each of distinct
-// sequences: rows holds n (position, sequence) pairs of uint32 (RowTable),
+// sequences: rows holds n (position, sequence) pairs of uint32 (AppendRowTable),
 // and cache holds seqs regions of ctx rows, sequence q's ring in rows q*ctx
 // … q*ctx+ctx-1. Row i, position p of sequence q, goes to row q*ctx + p mod
 // ctx. Two rows of one sequence would race for their slots: the caller
@@ -531,7 +532,7 @@ func (k *Kernels) Attention(s *vk.Sequence, dst, q, kc, vc, step vk.Binding, n i
 }
 
 // AttentionRows is Attention over rows that are one token each of their
-// own sequence: rows holds n (position, sequence) pairs (RowTable), kc and
+// own sequence: rows holds n (position, sequence) pairs (AppendRowTable), kc and
 // vc hold seqs regions of Ctx rows (sequence s's ring in rows s*Ctx …, as
 // StoreKVRows writes them), and row i at position p attends to its
 // sequence's keys at first..p, first as for a batch of one row.

@@ -631,7 +631,7 @@ func TestRopeRows(t *testing.T) {
 				ff[i] = 1
 			}
 			xb := floatBuffer(t, x)
-			rows := buffer(t, 8*int64(n), RowTable(rowCase.seqs, rowCase.pos))
+			rows := buffer(t, 8*int64(n), AppendRowTable(nil, rowCase.seqs, rowCase.pos))
 			run(t, func(s *vk.Sequence) error {
 				return k.RopeRows(s, whole(xb), whole(xb), whole(rows), n, heads, rc)
 			})
@@ -681,7 +681,7 @@ func TestStoreKVRows(t *testing.T) {
 			}
 			cb := buffer(t, int64(len(init)), init)
 			sb := floatBuffer(t, src)
-			rows := buffer(t, 8*int64(n), RowTable(rowCase.seqs, rowCase.pos))
+			rows := buffer(t, 8*int64(n), AppendRowTable(nil, rowCase.seqs, rowCase.pos))
 			run(t, func(s *vk.Sequence) error {
 				return k.StoreKVRows(s, whole(cb), whole(sb), whole(rows), n, kvDim, ctx, seqs, rc)
 			})
@@ -743,7 +743,7 @@ func TestAttentionRows(t *testing.T) {
 			vraw, _ := f16s(normals(r, seqs*a.Ctx*kvDim, 1))
 			qb, db := floatBuffer(t, q), buffer(t, f32(n*qDim), nil)
 			kb, vb := buffer(t, int64(len(kraw)), kraw), buffer(t, int64(len(vraw)), vraw)
-			rows := buffer(t, 8*int64(n), RowTable(rowCase.seqs, rowCase.pos))
+			rows := buffer(t, 8*int64(n), AppendRowTable(nil, rowCase.seqs, rowCase.pos))
 			run(t, func(s *vk.Sequence) error {
 				return k.AttentionRows(s, whole(db), whole(qb), whole(kb), whole(vb), whole(rows), n, seqs, a)
 			})

@@ -46,7 +46,7 @@ type Stack struct {
 	Rope  RoPE // for the matrices with Rope; Rope.Factors nil or Dims/2 values
 	// Step holds, with Rope or Cache, the position of column 0 and its
 	// sequence (uint32 each), or with Rows a (position, sequence) pair per
-	// column (RowTable).
+	// column (AppendRowTable).
 	Step  vk.Binding
 	Slots int // rows of each sequence's cache ring, with Cache
 	Seqs  int // sequences the cache rings hold, with Cache; 0 means 1

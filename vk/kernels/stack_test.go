@@ -157,7 +157,7 @@ func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 	xb, x := stackX(t, k, r, c.n, c.K, q8)
 	step := u32Bytes(uint32(c.pos), uint32(c.seq))
 	if c.seqRows != nil {
-		step = RowTable(c.seqRows.seqs, c.seqRows.pos)
+		step = AppendRowTable(nil, c.seqRows.seqs, c.seqRows.pos)
 	}
 	regions := max(c.regions, 1)
 	st := Stack{Type: c.qt, N: c.n, K: c.K, X: xb, Q8: q8, Shape: c.shape, Slots: c.slots, Seqs: c.regions,
