@@ -210,6 +210,17 @@ func (m *Model) Prepare(n int, all bool) error {
 	return err
 }
 
+// PrepareRows records the program Step runs for n sessions together (2 to
+// Seqs: a backend.MultiSeq's row program, one token of each) without
+// running it, as Prepare does for Forward's.
+func (m *Model) PrepareRows(n int) error {
+	if n < 2 || n > m.Seqs {
+		return fmt.Errorf("model: a step of %d sequences (want 2 to the %d the cache holds)", n, m.Seqs)
+	}
+	_, err := m.rowProgram(n)
+	return err
+}
+
 // program returns the recorded program for a batch of n tokens, recording
 // it on first use.
 func (m *Model) program(n int, all bool) (backend.Program, error) {

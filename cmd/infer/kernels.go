@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,7 +27,7 @@ var kernelsFormats = []string{"table", "json"}
 // list.
 type kernelReport struct {
 	Name   string `json:"name"`   // kind and op
-	Kind   string `json:"kind"`   // decode or prefill
+	Kind   string `json:"kind"`   // decode, rows or prefill (engine.Pipeline.Kind)
 	Shader string `json:"shader"` // the shader's name
 	Op     string `json:"op"`     // what it computes: shape and type, or attention plan
 	// Wave is flash attention's lane group (absent for other kernels).
@@ -43,9 +44,10 @@ type kernelReport struct {
 }
 
 // kernelsCmd lists every pipeline the engine builds for a model's decode
-// and prefill passes on one device, builds them and prints what the
-// driver's compiler reports: `infer kernels -m MODEL [--device N]
-// [--wave 32,64] [-o table|json]`. Only the model's shapes are read (a
+// and prefill passes on one device (with --seqs N, also the passes that
+// decode 2 to N sequences together, as infer serve --parallel N does),
+// builds them and prints what the driver's compiler reports: `infer
+// kernels -m MODEL [--device N] [--wave 32,64] [--seqs N] [-o table|json]`. Only the model's shapes are read (a
 // synth: preset's without generating it); nothing is allocated or run, so
 // it works on devices that cannot run anything, such as RADV's null
 // devices (RADV_FORCE_FAMILY).
@@ -53,7 +55,7 @@ func kernelsCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer kernels", pflag.ContinueOnError)
 	var (
 		spec, output, intDotFlag, tuneFlag, coopFlag string
-		device, ctx, ubatch                          int
+		device, ctx, ubatch, seqs                    int
 		waves                                        []string
 		flash                                        bool
 	)
@@ -66,6 +68,7 @@ func kernelsCmd(args []string) error {
 	fs.StringVar(&tuneFlag, "tune-profile", "", tuneProfileUsage)
 	fs.IntVarP(&ctx, "ctx-size", "c", 0, "context size (0: the model's, at most 4096); decode's split-k depends on it")
 	fs.IntVarP(&ubatch, "ubatch-size", "u", 512, "prompt tokens per forward pass: the prefill batch")
+	fs.IntVar(&seqs, "seqs", 1, "sequences decoded together, as infer serve --parallel N: lists the passes of 2 to N sequences (their kernels' row modes) too")
 	fs.StringVarP(&output, "output", "o", "table", "output format: "+strings.Join(kernelsFormats, ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,6 +82,8 @@ func kernelsCmd(args []string) error {
 		return fmt.Errorf("-o %q: want one of %s", output, strings.Join(kernelsFormats, ", "))
 	case ctx < 0 || ubatch < 1:
 		return fmt.Errorf("kernels: context %d and ubatch %d: want a context of 0 or more and a ubatch of 1 or more", ctx, ubatch)
+	case seqs < 1:
+		return fmt.Errorf("kernels: --seqs %d: want 1 or more", seqs)
 	}
 	var requested []int
 	for _, w := range waves {
@@ -124,7 +129,7 @@ func kernelsCmd(args []string) error {
 	var list []engine.Pipeline
 	for _, w := range requested {
 		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, CoopMat: coopMat, Tune: tuning, Warn: os.Stderr}
-		ps, err := planKernels(dev, o, f, ctx, ubatch)
+		ps, err := planKernels(dev, o, f, ctx, ubatch, seqs)
 		if err != nil {
 			return err
 		}
@@ -165,16 +170,18 @@ func modelHeader(spec string) (*gguf.File, error) {
 }
 
 // planKernels lists the pipelines an engine with options o builds on dev
-// for the model of header f: its decode pass (one token) and its prefill
-// pass (a full ubatch, as far as the context allows).
-func planKernels(dev *vk.Device, o engine.Options, f *gguf.File, ctx, ubatch int) ([]engine.Pipeline, error) {
+// for the model of header f: its decode pass (one token), its prefill
+// pass (a full ubatch, as far as the context allows), and the passes that
+// decode 2 to seqs sequences together (a server steps however many of its
+// slots are decoding).
+func planKernels(dev *vk.Device, o engine.Options, f *gguf.File, ctx, ubatch, seqs int) ([]engine.Pipeline, error) {
 	e, err := engine.New(dev, o)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
 	plan := e.Plan()
-	m, err := model.Load(f, plan, model.Options{Context: ctx, UBatch: ubatch})
+	m, err := model.Load(f, plan, model.Options{Context: ctx, UBatch: ubatch, Seqs: seqs})
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +192,17 @@ func planKernels(dev *vk.Device, o engine.Options, f *gguf.File, ctx, ubatch int
 	if err := m.Prepare(min(m.UBatch, m.Context), false); err != nil {
 		return nil, err
 	}
+	for n := 2; n <= seqs; n++ {
+		if err := m.PrepareRows(n); err != nil {
+			return nil, err
+		}
+	}
 	return plan.Pipelines(), nil
 }
 
 // buildKernels builds each pipeline once (several waves list the same
-// kernels) and reads what the driver reports about it, decode's before
-// prefill's.
+// kernels) and reads what the driver reports about it, decode's first,
+// then the several sequences' (rows), then prefill's.
 func buildKernels(dev *vk.Device, list []engine.Pipeline) []kernelReport {
 	var out []kernelReport
 	seen := map[string]bool{}
@@ -224,15 +236,12 @@ func buildKernels(dev *vk.Device, list []engine.Pipeline) []kernelReport {
 		}
 		out = append(out, r)
 	}
-	slices.SortStableFunc(out, func(a, b kernelReport) int { return strings.Compare(kindOrder(a.Kind), kindOrder(b.Kind)) })
+	slices.SortStableFunc(out, func(a, b kernelReport) int { return cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)) })
 	return out
 }
 
-func kindOrder(kind string) string {
-	if kind == "decode" {
-		return "0"
-	}
-	return "1"
+func kindOrder(kind string) int {
+	return slices.Index([]string{"decode", "rows", "prefill"}, kind)
 }
 
 // statValue is a statistic's value as JSON should carry it.

@@ -35,7 +35,11 @@ var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
 // RDNA4: the engine's choices at every wave the device runs; the policy's
 // wave on a short prompt (9 tokens: split prefill attention and its merge,
 // narrow tiles, rows of 8) with 8-bit and with f32 activations; and the
-// plain attention kernel. Every pipeline must build without spilling, run
+// plain attention kernel; with the passes that decode 2 to 4 sequences
+// together (--seqs 4, infer serve's default --parallel: the row modes of
+// rope, kv_store, the stacked products' epilogue and both attention
+// kernels). Not 8: the matrix-vector products over 5 to 8 columns spill
+// (docs/AMD.md), in a rows pass as in a prefill of as many tokens. Every pipeline must build without spilling, run
 // at the subgroup size it asks for, flash attention's lane groups at their
 // own width, RDNA's attention at the policy's wave32 and its matrix-vector
 // products at the policy's 64.
@@ -47,19 +51,19 @@ func TestAMDCompileMatrix(t *testing.T) {
 		// alone); none with the plain kernel.
 		waves []int
 	}{
-		{"", nil, []int{32, 64}},
+		{"", []string{"--seqs", "4"}, []int{32, 64}},
 		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "on"}, []int{32}},
-		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
+		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "off", "--seqs", "4"}, []int{32}},
 		{"", []string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
-		{"", []string{"--int-dot", "off", "--flash-attn=false"}, nil},
+		{"", []string{"--int-dot", "off", "--flash-attn=false", "--seqs", "4"}, nil},
 		// RDNA3 takes cooperative matrices by default; its scalar prefill
 		// products must build too.
 		{"", []string{"--wave", "auto", "--coopmat", "off"}, []int{32}},
 		// Issue 18's kernels: Qwen3's per-head norms (head dim 128);
 		// Gemma 3's GeGLU, embedding scale, head dim 256 and sliding
 		// windows, also with the policy's wave on a short prompt.
-		{"qwen3-8b", []string{"--int-dot", "on"}, []int{32, 64}},
-		{"gemma3-4b", []string{"--int-dot", "on"}, []int{32, 64}},
+		{"qwen3-8b", []string{"--int-dot", "on", "--seqs", "4"}, []int{32, 64}},
+		{"gemma3-4b", []string{"--int-dot", "on", "--seqs", "4"}, []int{32, 64}},
 		{"gemma3-4b", []string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
 	}
 	for _, g := range amdMatrix {
@@ -98,9 +102,10 @@ func TestAMDCompileMatrix(t *testing.T) {
 				if want := wantCoop && !slices.Contains(run.args, "-u") && !slices.Contains(run.args, "--flash-attn=false"); coopFA != want {
 					t.Errorf("%v: flash_attn_coopmat pipelines %v, want %v", args[1:], coopFA, want)
 				}
-				for _, kind := range []string{"decode", "prefill"} {
+				rows := slices.Contains(run.args, "--seqs")
+				for _, kind := range []string{"decode", "rows", "prefill"} {
 					want := waves
-					if kind == "prefill" && coopFA {
+					if kind == "prefill" && coopFA || kind == "rows" && !rows {
 						want = nil
 					}
 					if got := attentionWaves(reports, kind); !slices.Equal(got, want) {
@@ -116,6 +121,9 @@ func TestAMDCompileMatrix(t *testing.T) {
 				}
 				if got := matVecWaves(reports, mvPinned); !slices.Equal(got, mvWant) {
 					t.Errorf("%v: matrix-vector products on subgroups of %v, want %v (pinned: %v)", args[1:], got, mvWant, mvPinned)
+				}
+				if plainRows := slices.ContainsFunc(reports, func(p kernelReport) bool { return p.Kind == "rows" && p.Shader == "causal_attn" }); plainRows != (rows && waves == nil) {
+					t.Errorf("%v: the plain attention kernel in a rows pass %v", args[1:], plainRows)
 				}
 				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat") })
 				if coop != wantCoop {
@@ -155,7 +163,7 @@ func amdProblem(p kernelReport) string {
 }
 
 // attentionWaves lists the lane groups of the flash-attention pipelines of
-// a kind (decode or prefill), narrowest first.
+// a kind (decode, rows or prefill), narrowest first.
 func attentionWaves(reports []kernelReport, kind string) []int {
 	var waves []int
 	for _, p := range reports {
@@ -241,6 +249,20 @@ func TestKernels(t *testing.T) {
 			t.Errorf("no %s flash attention", kind)
 		}
 	}
+	// --seqs 3 adds the rows passes of 2 and 3 sequences, with decode's
+	// attention in its row mode.
+	r = infer(t, "kernels", "-m", "synth:tiny-qwen2", "-o", "json", "--seqs", "3")
+	var withRows []kernelReport
+	if err := json.Unmarshal([]byte(r.stdout), &withRows); err != nil || r.code != 0 {
+		t.Fatalf("--seqs 3: exit %d (%v)\n%s", r.code, err, r.stderr)
+	}
+	for _, n := range []string{", 2 seqs", ", 3 seqs"} {
+		if !slices.ContainsFunc(withRows, func(p kernelReport) bool {
+			return p.Kind == "rows" && p.Shader == "flash_attn_decode" && strings.HasSuffix(p.Op, n)
+		}) {
+			t.Errorf("--seqs 3: no rows pass attention ending %q", n)
+		}
+	}
 	table := infer(t, "kernels", "-m", "synth:tiny-qwen2")
 	if lines := strings.Count(table.stdout, "\n"); table.code != 0 || lines != len(reports)+2 ||
 		!strings.HasPrefix(table.stdout, "| kind ") {
@@ -260,6 +282,7 @@ func TestKernels(t *testing.T) {
 		{[]string{"-m", bad}, "gguf"},
 		{[]string{"-m", "synth:tiny", "-o", "md"}, `-o "md"`},
 		{[]string{"-m", "synth:tiny", "--wave", "48"}, "--wave"},
+		{[]string{"-m", "synth:tiny", "--seqs", "0"}, "--seqs"},
 		{[]string{"-m", "synth:tiny", "extra"}, "unexpected argument"},
 	} {
 		r := infer(t, append([]string{"kernels"}, c.args...)...)

@@ -13,10 +13,13 @@ import (
 
 // Pipeline is one compute pipeline a forward pass builds.
 type Pipeline struct {
-	Kind string // "decode" (a batch of one token) or "prefill"
+	// Kind is the pass: "decode" (a batch of one token), "rows" (one
+	// token of each of several sequences, Model.Step's) or "prefill".
+	Kind string
 	// Op is what the pipeline computes for the pass: the kernel and the
 	// weight shape and type, row length or attention plan it serves, such
-	// as "matvec_q8 1024x4096 q6_K l64r2u1 +residual".
+	// as "matvec_q8 1024x4096 q6_K l64r2u1 +residual" (in a rows pass
+	// followed by its number of sequences, ", 3 seqs").
 	Op   string
 	Wave int // flash attention's lane group; 0 for the other kernels
 	Spec vk.PipelineSpec
@@ -24,8 +27,9 @@ type Pipeline struct {
 
 // Plan is a backend that records nothing: a model loaded on it
 // (model.Load; a header such as gguf.Header or synth.Header serves, as
-// no weight is read) and prepared for some batch sizes (model.Prepare)
-// lists in Pipelines every pipeline the engine's programs for those
+// no weight is read) and prepared for some batch sizes (model.Prepare,
+// and model.PrepareRows for the passes that decode several sequences
+// together) lists in Pipelines every pipeline the engine's programs for those
 // batches build, with the engine's choices (tuning profile, wave, integer
 // dot products, plain attention), while nothing is allocated, uploaded,
 // built or run. It decides as program does, call for call, through the
@@ -77,6 +81,19 @@ func (pl *Plan) InitCache(c backend.Cache) error {
 // Record implements backend.Backend: the program lists its pipelines and
 // cannot run.
 func (pl *Plan) Record(n int, build func(backend.Ops)) (backend.Program, error) {
+	return pl.record(n, false, build)
+}
+
+// RecordRows implements backend.MultiSeq, as Engine.RecordRows: the
+// kernels in their row mode.
+func (pl *Plan) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n > pl.cache.Sequences() {
+		return nil, fmt.Errorf("vulkan: a program for %d sequences, the cache holds %d", n, pl.cache.Sequences())
+	}
+	return pl.record(n, true, build)
+}
+
+func (pl *Plan) record(n int, rows bool, build func(backend.Ops)) (backend.Program, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("vulkan: batch of %d tokens", n)
 	}
@@ -84,10 +101,13 @@ func (pl *Plan) Record(n int, build func(backend.Ops)) (backend.Program, error) 
 		return nil, fmt.Errorf("vulkan: Record before InitCache")
 	}
 	kind := "prefill"
-	if n == 1 {
+	switch {
+	case rows:
+		kind = "rows"
+	case n == 1:
 		kind = "decode"
 	}
-	o := &planOps{pl: pl, n: n, kind: kind, q8: map[*tensor]bool{}, routed: map[*tensor]int{}}
+	o := &planOps{pl: pl, n: n, rows: rows, kind: kind, q8: map[*tensor]bool{}, routed: map[*tensor]int{}}
 	o.fz = pl.e.fuser(n, func(a, b *tensor) bool { return true })
 	build(o)
 	o.flush()
@@ -117,6 +137,7 @@ func (planProgram) Close() {}
 type planOps struct {
 	pl   *Plan
 	n    int
+	rows bool // program.rows
 	kind string
 	// q8 holds the activations that have an 8-bit copy and whether it
 	// holds their current values (program.q8).
@@ -129,6 +150,11 @@ type planOps struct {
 }
 
 func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
+	if o.rows {
+		// Each row pass lists its pipelines: its products' column
+		// counts and its attention's split depend on the sequences.
+		op = fmt.Sprintf("%s, %d seqs", op, o.n)
+	}
 	key := fmt.Sprintf("%s|%s|%s|%v|%d", o.kind, op, s.Name, s.Spec, s.SubgroupSize)
 	if o.pl.seen[key] {
 		return
@@ -297,7 +323,11 @@ func (o *planOps) RoPE(x backend.Tensor, r backend.RoPE) {
 	}
 	o.flush()
 	kr, _ := kernelRoPE(r)
-	o.add("rope "+rope(r.Heads, kr), 0, o.pl.e.k.RopeSpec(kr))
+	spec := o.pl.e.k.RopeSpec(kr)
+	if o.rows {
+		spec = o.pl.e.k.RopeRowsSpec(kr)
+	}
+	o.add("rope "+rope(r.Heads, kr), 0, spec)
 	o.wrote(act(x))
 }
 
@@ -310,14 +340,17 @@ func (o *planOps) StoreKV(layer int, k, v backend.Tensor, r *backend.RoPE) {
 		return
 	}
 	o.flush()
-	ks := o.pl.e.k
+	storeSpec := o.pl.e.k.StoreKVSpec
+	if o.rows {
+		storeSpec = o.pl.e.k.StoreKVRowsSpec
+	}
 	if r == nil {
-		o.add("kv_store k", 0, ks.StoreKVSpec(nil))
+		o.add("kv_store k", 0, storeSpec(nil))
 	} else {
 		kr, _ := kernelRoPE(*r)
-		o.add("kv_store k rope "+rope(r.Heads, kr), 0, ks.StoreKVSpec(&kr))
+		o.add("kv_store k rope "+rope(r.Heads, kr), 0, storeSpec(&kr))
 	}
-	o.add("kv_store v", 0, ks.StoreKVSpec(nil))
+	o.add("kv_store v", 0, storeSpec(nil))
 }
 
 func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) {
@@ -327,17 +360,28 @@ func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		o.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
-	if err := c.CheckWindow(layer, o.n, a.Window); err != nil {
+	perSeq := o.n // program.Attend's
+	if o.rows {
+		perSeq = 1
+	}
+	if err := c.CheckWindow(layer, perSeq, a.Window); err != nil {
 		o.fail(fmt.Errorf("attention: %w", err))
 		return
 	}
 	d := act(dst)
 	o.wrote(d)
 	if e.plainAttention(a) {
-		o.add("causal_attn", 0, e.k.AttentionSpec())
+		if o.rows {
+			o.add("causal_attn", 0, e.k.AttentionRowsSpec())
+		} else {
+			o.add("causal_attn", 0, e.k.AttentionSpec())
+		}
 		return
 	}
 	sh := flashattn.Shape{Queries: o.n, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, Context: c.Slots(layer), Window: a.Window, Scale: a.Scale}
+	if o.rows {
+		sh.Rows, sh.Seqs = true, c.Sequences()
+	}
 	fa, err := e.flashFor(sh)
 	if err != nil {
 		o.fail(err)
@@ -450,6 +494,7 @@ func (o *planOps) flush() {
 			o.q8[fu.x] = true
 		}
 		st := fu.stack(o.n, 0, vk.Binding{}, vk.Binding{})
+		st.Seqs, st.Rows = o.pl.cache.Sequences(), o.rows
 		o.add(stackOp(k, fu, st), 0, k.StackSpec(st))
 		for j, m := range fu.mats {
 			if m.cache == 0 && (fu.gated == nil || j == 0) {

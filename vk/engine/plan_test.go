@@ -22,8 +22,9 @@ import (
 // embeddings and Q8_0 fallbacks; float weights; issue 18's head norms,
 // GeGLU, embedding scale, sliding windows and fused weights), batches that take every
 // product kernel (1 token; 5, on the matrix-vector kernel; 40, tiled, with
-// a short split prefill), with and without integer dot products, at both
-// waves and with the plain attention kernel.
+// a short split prefill) and the row programs that decode 2 and 3
+// sequences together (the kernels' row modes), with and without integer
+// dot products, at both waves and with the plain attention kernel.
 func TestPlanMatchesEngine(t *testing.T) {
 	models := map[string]string{}
 	for _, spec := range []string{"tiny", "tiny-qwen2", "tiny:f16", "tiny-qwen3", "tiny-gemma3", "tiny-phi3"} {
@@ -84,10 +85,11 @@ func TestPlanMatchesEngine(t *testing.T) {
 	}
 }
 
-// prepare loads f on be and records its programs for the test's batches.
+// prepare loads f on be and records its programs for the test's batches
+// and steps.
 func prepare(t *testing.T, f *gguf.File, be backend.Backend) {
 	t.Helper()
-	m, err := model.Load(f, be, model.Options{Context: 256, UBatch: 40})
+	m, err := model.Load(f, be, model.Options{Context: 256, UBatch: 40, Seqs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +99,11 @@ func prepare(t *testing.T, f *gguf.File, be backend.Backend) {
 		all bool
 	}{{1, false}, {5, false}, {40, false}, {40, true}} {
 		if err := m.Prepare(b.n, b.all); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := 2; n <= m.Seqs; n++ {
+		if err := m.PrepareRows(n); err != nil {
 			t.Fatal(err)
 		}
 	}
