@@ -350,18 +350,12 @@ func (e *Engine) Record(n int, build func(backend.Ops)) (backend.Program, error)
 // mode (a (position, sequence) table in the step buffer, written by each
 // RunRows), so one recording serves any sequences at any positions.
 func (e *Engine) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
-	if n > e.cache.Sequences() {
-		return nil, fmt.Errorf("vulkan: a program for %d sequences, the cache holds %d", n, e.cache.Sequences())
-	}
 	return e.record(n, true, build)
 }
 
 func (e *Engine) record(n int, rows bool, build func(backend.Ops)) (backend.Program, error) {
-	if n <= 0 {
-		return nil, fmt.Errorf("vulkan: batch of %d tokens", n)
-	}
-	if e.kc == nil {
-		return nil, fmt.Errorf("vulkan: Record before InitCache")
+	if err := checkRecord(n, rows, e.cache, e.kc != nil); err != nil {
+		return nil, err
 	}
 	p, err := newProgram(e, n, rows)
 	if err != nil {
@@ -373,6 +367,21 @@ func (e *Engine) record(n int, rows bool, build func(backend.Ops)) (backend.Prog
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkRecord validates a recording of n rows (one token of each of n
+// sequences with rows) over cache c, ready once InitCache has run: the
+// engine's and the plan's alike.
+func checkRecord(n int, rows bool, c backend.Cache, ready bool) error {
+	switch {
+	case n <= 0:
+		return fmt.Errorf("vulkan: batch of %d tokens", n)
+	case !ready:
+		return fmt.Errorf("vulkan: Record before InitCache")
+	case rows && n > c.Sequences():
+		return fmt.Errorf("vulkan: a program for %d sequences, the cache holds %d", n, c.Sequences())
+	}
+	return nil
 }
 
 // Close implements backend.Backend.

@@ -87,18 +87,12 @@ func (pl *Plan) Record(n int, build func(backend.Ops)) (backend.Program, error) 
 // RecordRows implements backend.MultiSeq, as Engine.RecordRows: the
 // kernels in their row mode.
 func (pl *Plan) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
-	if n > pl.cache.Sequences() {
-		return nil, fmt.Errorf("vulkan: a program for %d sequences, the cache holds %d", n, pl.cache.Sequences())
-	}
 	return pl.record(n, true, build)
 }
 
 func (pl *Plan) record(n int, rows bool, build func(backend.Ops)) (backend.Program, error) {
-	if n <= 0 {
-		return nil, fmt.Errorf("vulkan: batch of %d tokens", n)
-	}
-	if pl.cache.Layers == 0 {
-		return nil, fmt.Errorf("vulkan: Record before InitCache")
+	if err := checkRecord(n, rows, pl.cache, pl.cache.Layers != 0); err != nil {
+		return nil, err
 	}
 	kind := "prefill"
 	switch {
