@@ -65,6 +65,10 @@ func TestAMDCompileMatrix(t *testing.T) {
 		{"qwen3-8b", []string{"--int-dot", "on", "--seqs", "4"}, []int{32, 64}},
 		{"gemma3-4b", []string{"--int-dot", "on", "--seqs", "4"}, []int{32, 64}},
 		{"gemma3-4b", []string{"--wave", "auto", "-u", "9", "--int-dot", "off"}, []int{32}},
+		// Issue 19's experts: matvec_id in decode; in prefill moe_sort and
+		// the gathered products (matmul_coopmat_id on RDNA3, matmul_q8_id
+		// elsewhere).
+		{"qwen3-30b-a3b", []string{"--int-dot", "on"}, []int{32, 64}},
 	}
 	for _, g := range amdMatrix {
 		t.Run(g.family, func(t *testing.T) {

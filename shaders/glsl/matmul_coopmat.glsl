@@ -15,6 +15,10 @@
 // The result leaves through a small shared stage, one fragment per
 // subgroup at a time, so that edge tiles need no special case and each
 // column gets its scale.
+//
+// Built as matmul_coopmat.comp (and its emulation), and with MOE_ID as
+// matmul_coopmat_id.comp (and matmul_coopmat_emu_id.comp), the gathered
+// product of a mixture-of-experts prefill (matmul_cols.glsl).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -39,13 +43,8 @@ layout(binding = 1) readonly buffer Wts { uint W[]; };
 layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
 layout(binding = 2) readonly buffer XS { float xs[]; };
 
-layout(push_constant) uniform Push {
-    uint M;        // rows of W
-    uint N;        // columns (tokens)
-    uint K;        // values per row, a multiple of 8
-    uint rowBytes; // bytes per row of W
-} pc;
-
+// K, the values per row, is a multiple of 8.
+#include "matmul_cols.glsl"
 #include "dequant.glsl"
 #include "coopmat.glsl"
 
@@ -71,7 +70,7 @@ void loadA(uint m0, uint k0) {
         uint blk = k / QK, p = (k % QK) / 16u;
         vec4 v[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
         if (m0 + r < pc.M && k < pc.K) {
-            dq_piece((m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, v);
+            dq_piece(WROW(m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, v);
         }
         uint base = 4u * r * SA + blk * QK - k0; // in halves; dq_off is a multiple of 4
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
@@ -96,7 +95,7 @@ void fetchA(uint m0, uint k0) {
         uint r = it / PA, k = k0 + 16u * (it % PA);
         KRaw z = KRaw(uvec4(0u), uvec2(0u), uvec2(0u));
         if (it < BM * PA && m0 + r < pc.M && k < pc.K) {
-            z = dq_k_fetch((m0 + r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
+            z = dq_k_fetch(WROW(m0 + r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
         }
         araw[j] = z;
     }
@@ -132,8 +131,8 @@ uvec4 braw[BPRE ? BPL : 1u];
 
 uvec4 chunkWord(uint n0, uint k, uint it) {
     uint n = it / BU, u = it % BU;
-    if (it < BN * BU && n0 + n < pc.N && k + 8u * u < pc.K) {
-        return xh4[((n0 + n) * pc.K + k) / 8u + u];
+    if (it < BN * BU && COL_OK(n0 + n) && k + 8u * u < pc.K) {
+        return xh4[(XROW(n0 + n) * pc.K + k) / 8u + u];
     }
     return uvec4(0u);
 }
@@ -165,8 +164,22 @@ void storeB(uint n0, uint k) {
     }
 }
 
+// A gathered tile holds at most BN pairs, often fewer: a subgroup skips the
+// fragments whose columns are all past them, and one whose whole part is
+// skips its products altogether, so the matrix units compute an expert's
+// pairs rounded up to CM_N columns, not to BN (docs/KERNELS.md). The test
+// is uniform in each subgroup, as cooperative-matrix operations require.
+#ifdef MOE_ID
+#define LIVE(c) ((c) < id_cols)
+#else
+#define LIVE(c) true
+#endif
+
 void main() {
-    uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN;
+    uint m0, n0;
+    if (!tile_origin(m0, n0)) {
+        return; // whole workgroup: barriers below stay uniform
+    }
     uint sg = CM_SUBGROUP;
     uint am = (sg % SGM) * WM, an = (sg / SGM) * WN; // the subgroup's part of the tile
 
@@ -193,18 +206,24 @@ void main() {
             storeB(n0, k0 + kc);
             fetchB(n0, k0 + kc + KC);
             barrier(); // shA and shB written
-            for (uint kk = 0u; kk < KC; kk += CM_K) {
-                CM_DECL_A(a, FM);
-                CM_DECL_B(b, FN);
-                [[unroll]] for (uint i = 0u; i < FM; i++) {
-                    CM_LOAD_A4(a[i], shA, (am + i * CM_M) * SA + (kc + kk) / 4u, SA);
-                }
-                [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    CM_LOAD_BT4(b[j], shB, (an + j * CM_N) * SB + kk / 4u, SB);
-                }
-                [[unroll]] for (uint i = 0u; i < FM; i++) {
+            if (LIVE(an)) { // else the subgroup's part is all padding
+                for (uint kk = 0u; kk < KC; kk += CM_K) {
+                    CM_DECL_A(a, FM);
+                    CM_DECL_B(b, FN);
+                    [[unroll]] for (uint i = 0u; i < FM; i++) {
+                        CM_LOAD_A4(a[i], shA, (am + i * CM_M) * SA + (kc + kk) / 4u, SA);
+                    }
                     [[unroll]] for (uint j = 0u; j < FN; j++) {
-                        CM_MULADD(acc[i * FN + j], a[i], b[j]);
+                        if (LIVE(an + j * CM_N)) {
+                            CM_LOAD_BT4(b[j], shB, (an + j * CM_N) * SB + kk / 4u, SB);
+                        }
+                    }
+                    [[unroll]] for (uint i = 0u; i < FM; i++) {
+                        [[unroll]] for (uint j = 0u; j < FN; j++) {
+                            if (LIVE(an + j * CM_N)) {
+                                CM_MULADD(acc[i * FN + j], a[i], b[j]);
+                            }
+                        }
                     }
                 }
             }
@@ -222,8 +241,8 @@ void main() {
             uint s = it / CF, e = it % CF;
             uint m = m0 + (s % SGM) * WM + (f / FN) * CM_M + e % CM_M;
             uint n = n0 + (s / SGM) * WN + (f % FN) * CM_N + e / CM_M;
-            if (m < pc.M && n < pc.N) {
-                dst[n * pc.M + m] = shC[it] * xs[pc.N * pc.K / 2u + n];
+            if (m < pc.M && COL_OK(n)) {
+                dst[DROW(n) * pc.M + m] = shC[it] * xs[pc.N * pc.K / 2u + XROW(n)];
             }
         }
     }

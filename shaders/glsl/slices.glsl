@@ -1,6 +1,6 @@
 // slices.glsl: a quant block cut into slices of 32 values, decoded to
 // integer quants and one affine map per group of values. Shared by the
-// matrix kernels that keep quants as integers (matvec.glsl, matmul_q8.comp)
+// matrix kernels that keep quants as integers (matvec.glsl, matmul_q8.glsl)
 // or convert them themselves. Include after dequant.glsl.
 //
 // A slice is 32 values: SPB slices per quant block. Float rows have no

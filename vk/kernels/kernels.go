@@ -98,7 +98,7 @@ func (t Tile) Invocations() int { return (t.BM / t.TM) * (t.BN / t.TN) }
 
 // kTile is the K extent of one shared-memory weight tile for type qt:
 // whole blocks (256 values for K-quants, 32 for Q8_0/Q4_0), 64 for floats.
-// It mirrors BK in matmul.comp.
+// It mirrors BK in matmul.glsl.
 func kTile(qt quant.Type) int {
 	if isFloat(qt) {
 		return 64
@@ -110,7 +110,7 @@ func kTile(qt quant.Type) int {
 const defaultChunk = 32
 
 // chunk is the K extent of one activation chunk for weights of type qt
-// (BKB in matmul.comp): KB, but never more than one weight tile.
+// (BKB in matmul.glsl): KB, but never more than one weight tile.
 func (t Tile) chunk(qt quant.Type) int {
 	kb := t.KB
 	if kb == 0 {
@@ -121,7 +121,7 @@ func (t Tile) chunk(qt quant.Type) int {
 
 // SharedBytes is the shared memory the tile needs for weights of type qt,
 // including the 16-byte padding of each row (ASTRIDE, BSTRIDE in
-// matmul.comp).
+// matmul.glsl).
 func (t Tile) SharedBytes(qt quant.Type) int {
 	a := 4 * kTile(qt) // bytes of a weight row
 	if t.F16 {

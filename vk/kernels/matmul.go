@@ -334,7 +334,7 @@ func (k *Kernels) MatMulSpec(t quant.Type, tile Tile) vk.PipelineSpec {
 }
 
 // MatMulQ8 records the tiled product with 8-bit activations and integer
-// dot products (matmul_q8.comp): dst = W·x for n columns of activations xq
+// dot products (matmul_q8.glsl): dst = W·x for n columns of activations xq
 // in the q8 layout (QuantizeQ8), weights of a type where HasQ8 holds. Of
 // the tile it uses BM, BN, TM, TN and KB (the activation chunk: 32 or 64,
 // 0 meaning 64).

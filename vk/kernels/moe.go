@@ -159,38 +159,58 @@ func (k *Kernels) MoESumSpec() vk.PipelineSpec { return spec("moe_sum", 4, 12, 0
 // of its scatter.
 const MoESortLanes = 256
 
+// MoETiles is the most tiles of height bn that pairs over experts make
+// (MoESort's list, each chosen expert's run cut into ⌈c/bn⌉): summed over
+// the at most min(experts, pairs) chosen experts, ⌈c/bn⌉ ≤ (c + bn − 1)/bn
+// gives (pairs + min(experts, pairs)·(bn − 1))/bn, an integer bound once
+// rounded down. The gathered products' grids are this many tiles high.
+func MoETiles(pairs, experts, bn int) int {
+	return (pairs + min(experts, pairs)*(bn-1)) / bn
+}
+
+// MoESortWords is the size in 32-bit words of MoESort's output for pairs
+// over experts in tiles of height bn: the offsets (experts+1), the sorted
+// pairs, the tile count and 3 words for each of at most MoETiles tiles.
+func MoESortWords(pairs, experts, bn int) int {
+	return experts + 2 + pairs + 3*MoETiles(pairs, experts, bn)
+}
+
 // MoESort records moe_sort.comp, the counting sort of a prefill batch's
 // pairs by expert on the device (one workgroup): ids holds an expert per
 // pair (Route's output, pairs = tokens·topK); dst gets experts+1 uint32
-// offsets (expert e's pairs at sorted positions offsets[e]..offsets[e+1])
-// and then the pairs' indices in sorted order, ascending within an expert:
-// PackByExpert's Offsets and Perm.
-func (k *Kernels) MoESort(s *vk.Sequence, dst, ids vk.Binding, pairs, experts int) error {
-	if err := positive("moe_sort", pairs, experts); err != nil {
+// offsets (expert e's pairs at sorted positions offsets[e]..offsets[e+1]),
+// the pairs' indices in sorted order, ascending within an expert
+// (PackByExpert's Offsets and Perm), then the tile list of the gathered
+// products: the number of tiles and, for each, its expert, first sorted
+// position and pairs, each expert's run cut into tiles of at most height
+// pairs (PackByExpert's naive cut at maxH = height), MoESortWords in all.
+func (k *Kernels) MoESort(s *vk.Sequence, dst, ids vk.Binding, pairs, experts, height int) error {
+	if err := positive("moe_sort", pairs, experts, height); err != nil {
 		return err
 	}
 	if experts > MaxExperts {
 		return fmt.Errorf("kernels: moe_sort: %d experts (at most %d)", experts, MaxExperts)
 	}
-	if err := positive("moe_sort", pairs+experts+1); err != nil { // dst indices
+	words := MoESortWords(pairs, experts, height)
+	if err := positive("moe_sort", words); err != nil { // dst indices
 		return err
 	}
 	if err := need("moe_sort ids", ids, f32(pairs)); err != nil {
 		return err
 	}
-	if err := need("moe_sort dst", dst, f32(experts+1+pairs)); err != nil {
+	if err := need("moe_sort dst", dst, f32(words)); err != nil {
 		return err
 	}
 	p, err := k.pipeline(k.MoESortSpec())
 	if err != nil {
 		return err
 	}
-	s.Label(fmt.Sprintf("%d pairs over %d experts", pairs, experts))
-	s.Dispatch(p, []vk.Binding{ids, dst}, vk.Push(uint32(pairs), uint32(experts)), 1, 1, 1)
+	s.Label(fmt.Sprintf("%d pairs over %d experts, tiles of %d", pairs, experts, height))
+	s.Dispatch(p, []vk.Binding{ids, dst}, vk.Push(uint32(pairs), uint32(experts), uint32(height)), 1, 1, 1)
 	return nil
 }
 
 // MoESortSpec is the pipeline MoESort builds.
 func (k *Kernels) MoESortSpec() vk.PipelineSpec {
-	return spec("moe_sort", 2, 8, 0, MoESortLanes, MaxExperts)
+	return spec("moe_sort", 2, 12, 0, MoESortLanes, MaxExperts)
 }

@@ -34,9 +34,10 @@ type ExpertPack struct {
 // PackByExpert sorts the pairs of ids (one expert per pair, each in
 // [0, experts)) by expert with a counting sort, as moe_sort.comp does on
 // the device, and cuts them into tiles of heights maxH down to minH
-// (powers of two, minH ≤ maxH); naive keeps one height, maxH.
+// (powers of two, minH ≤ maxH); naive keeps one height, maxH (any, as
+// moe_sort.comp's tile list, which is this cut at the product's BN).
 func PackByExpert(ids []int, experts, maxH, minH int, naive bool) (*ExpertPack, error) {
-	if experts < 1 || minH < 1 || maxH < minH || maxH&(maxH-1) != 0 || minH&(minH-1) != 0 {
+	if experts < 1 || minH < 1 || maxH < minH || !naive && (maxH&(maxH-1) != 0 || minH&(minH-1) != 0) {
 		return nil, fmt.Errorf("kernels: pack by expert: %d experts, tile heights %d..%d (powers of two)", experts, minH, maxH)
 	}
 	p := &ExpertPack{Offsets: make([]int, experts+1), Perm: make([]int, len(ids))}

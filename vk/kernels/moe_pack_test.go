@@ -83,6 +83,12 @@ func gumbelRouting(r *rand.Rand, name string, n, experts, k int, logPop func(e i
 // naive one (each expert's last tile padded to the full height) on real
 // router distributions of the synthetic model and on skewed ones, and
 // checks that every cut covers each pair once, in tiles of one expert.
+// It also reports what the device does (moe_sort's list is the naive cut
+// at the product's BN): the cooperative-matrix product's tiles of 64
+// (MoECoopTile), whose subgroups skip the fragments of 16 columns past a
+// tile's pairs, so that the matrix units' padding is the naive cut's at
+// 16; and the 8-bit product's tiles of 32 (MoETileQ8 for 512 tokens over
+// 128 experts).
 func TestPackPadding(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	cases := synthRoutings(t)
@@ -95,6 +101,20 @@ func TestPackPadding(t *testing.T) {
 		gumbelRouting(r, "16 of 128 experts live, 512 tokens", 512, 128, 8, func(e int) float64 { return map[bool]float64{true: -30}[e >= 16] }),
 	)
 	for _, c := range cases {
+		pad := func(h int) (float64, int) {
+			p, err := kernels.PackByExpert(c.ids, c.experts, h, 1, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPack(t, c, p, h, 1)
+			pr, rows := p.Padding()
+			return 100 * float64(pr) / float64(rows), len(p.Tiles)
+		}
+		tiles64, n64 := pad(64)
+		frag16, _ := pad(16)
+		tiles32, n32 := pad(32)
+		t.Logf("%-44s device: %d coop tiles of 64, %5.1f%% of their fragments' columns padding (%5.1f%% of the tiles' rows); %d 8-bit tiles of 32, %5.1f%% padding",
+			c.name, n64, frag16, tiles64, n32, tiles32)
 		for _, h := range [][2]int{{64, 8}, {32, 8}, {64, 16}} {
 			naive, err := kernels.PackByExpert(c.ids, c.experts, h[0], h[1], true)
 			if err != nil {
@@ -144,7 +164,7 @@ func checkPack(t *testing.T, c routing, p *kernels.ExpertPack, maxH, minH int) {
 	next := slices.Clone(p.Offsets)
 	for _, tl := range p.Tiles {
 		if tl.Start != next[tl.Expert] || tl.Rows < 1 || tl.Rows > tl.Height || tl.Height > maxH || tl.Height < minH ||
-			tl.Height&(tl.Height-1) != 0 || tl.Start+tl.Rows > p.Offsets[tl.Expert+1] {
+			tl.Height&(tl.Height-1) != 0 && tl.Height != maxH || tl.Start+tl.Rows > p.Offsets[tl.Expert+1] {
 			t.Fatalf("%s: tile %+v (expert's next pair %d)", c.name, tl, next[tl.Expert])
 		}
 		next[tl.Expert] += tl.Rows

@@ -158,14 +158,16 @@ func TestMoESum(t *testing.T) {
 	}
 }
 
-// TestMoESort checks moe_sort.comp against PackByExpert's counting sort:
-// pair counts that are not multiples of the workgroup (1, 7, 255, 257,
-// 1037, 4096), every expert chosen, most chosen by none, one taking all,
-// MaxExperts, and ids out of range (clamped to the last expert).
+// TestMoESort checks moe_sort.comp against PackByExpert's counting sort
+// and its naive cut (the tile list): pair counts that are not multiples
+// of the workgroup (1, 7, 255, 257, 1037, 4096), every expert chosen, most
+// chosen by none, one taking all, MaxExperts, and ids out of range
+// (clamped to the last expert); tiles of 64, 13 (not a power of two) and 1
+// pair.
 func TestMoESort(t *testing.T) {
 	k := setup(t)
 	rng := rand.New(rand.NewPCG(21, 22))
-	for _, c := range []struct {
+	for i, c := range []struct {
 		name          string
 		pairs, expert int
 		choose        func(i int) int
@@ -179,7 +181,8 @@ func TestMoESort(t *testing.T) {
 		{"max experts", 296, MaxExperts, func(int) int { return rng.IntN(MaxExperts) }},
 		{"out of range", 33, 6, func(i int) int { return []int{2, 100, -1}[i%3] }},
 	} {
-		t.Run(c.name, func(t *testing.T) {
+		height := []int{64, 13, 1}[i%3]
+		t.Run(fmt.Sprintf("%s/tiles of %d", c.name, height), func(t *testing.T) {
 			ids := make([]float32, c.pairs)
 			want := make([]int, c.pairs)
 			for i := range ids {
@@ -187,28 +190,35 @@ func TestMoESort(t *testing.T) {
 				ids[i] = float32(e)
 				want[i] = min(max(e, 0), c.expert-1)
 			}
-			ref, err := PackByExpert(want, c.expert, 64, 8, false)
+			ref, err := PackByExpert(want, c.expert, height, 1, true)
 			if err != nil {
 				t.Fatal(err)
 			}
+			words := MoESortWords(c.pairs, c.expert, height)
+			if n := len(ref.Tiles); n > MoETiles(c.pairs, c.expert, height) {
+				t.Fatalf("%d tiles, MoETiles bounds them at %d", n, MoETiles(c.pairs, c.expert, height))
+			}
 			ib := floatBuffer(t, ids)
-			ob := buffer(t, f32(c.expert+1+c.pairs), nil)
-			run(t, func(s *vk.Sequence) error { return k.MoESort(s, whole(ob), whole(ib), c.pairs, c.expert) })
-			got := read(t, ob, 0, c.expert+1+c.pairs)
-			for j, v := range got {
-				w := 0
-				if j <= c.expert {
-					w = ref.Offsets[j]
-				} else {
-					w = ref.Perm[j-c.expert-1]
-				}
-				if u := math.Float32bits(v); int(u) != w {
-					t.Fatalf("word %d (offsets 0..%d, then pairs) is %d, want %d", j, c.expert, u, w)
+			ob := buffer(t, f32(words), nil)
+			run(t, func(s *vk.Sequence) error { return k.MoESort(s, whole(ob), whole(ib), c.pairs, c.expert, height) })
+			got := read(t, ob, 0, words)
+			expect := append(append([]int{}, ref.Offsets...), ref.Perm...)
+			expect = append(expect, len(ref.Tiles))
+			for _, tl := range ref.Tiles {
+				expect = append(expect, tl.Expert, tl.Start, tl.Rows)
+			}
+			for j, w := range expect {
+				if u := math.Float32bits(got[j]); int(u) != w {
+					t.Fatalf("word %d (offsets 0..%d, pairs, then the tile count at %d and the tiles) is %d, want %d",
+						j, c.expert, c.expert+1+c.pairs, u, w)
 				}
 			}
 		})
 	}
-	if err := k.MoESort(nil, vk.Binding{}, vk.Binding{}, 4, MaxExperts+1); err == nil {
+	if err := k.MoESort(nil, vk.Binding{}, vk.Binding{}, 4, MaxExperts+1, 64); err == nil {
 		t.Error("more experts than moe_sort.comp holds recorded")
+	}
+	if err := k.MoESort(nil, vk.Binding{}, vk.Binding{}, 4, 8, 0); err == nil {
+		t.Error("tiles of no pairs recorded")
 	}
 }

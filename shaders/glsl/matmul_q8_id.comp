@@ -1,0 +1,6 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// MOE_ID: the gathered product of a mixture-of-experts prefill
+// (matmul_q8.glsl, matmul_cols.glsl).
+#define MOE_ID
+#include "matmul_q8.glsl"
