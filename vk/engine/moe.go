@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
 
@@ -12,6 +13,10 @@ import (
 // multiplies by the chosen experts' matrices only, reading the ids where
 // route left them (no host round trip: the token is recorded once and
 // replayed), and moe_sum.comp mixes the experts' outputs into the residual.
+// A prefill batch (more than kernels.MaxMatVecCols tokens) packs its pairs
+// by expert instead: moe_sort.comp sorts them and cuts each expert's run
+// into tiles, still on the device, and the gathered tiled product reads
+// each chosen expert once per tile rather than once per token.
 
 // checkRoute validates Route's shapes.
 func checkRoute(id, w, l *tensor, k int) error {
@@ -68,9 +73,87 @@ func (p *program) MatMulID(dst, w, x, ids backend.Tensor) {
 	if rb, err := m.typ.RowBytes(m.cols); err == nil {
 		chosen.Size = int64(min(d.rows, experts)) * int64(d.cols) * int64(rb)
 	}
+	if id.rows > kernels.MaxMatVecCols {
+		p.productID(d, m, a, id, experts, chosen)
+		return
+	}
 	p.op(bindings(chosen, a.b, id.b), bindings(d.b), func() error {
 		return p.e.k.MatVecID(p.seq, d.b, m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, experts, d.cols, m.cols)
 	})
+}
+
+// productID records a prefill batch's expert product packed by expert on
+// the kernel the batch's dense products use (matMul's choice): the pairs
+// sorted into tiles of the product's height (sorted), then the gathered
+// product on x as it is or on its f16 or 8-bit copy, each result in its
+// pair's row as matvec_id writes it. chosen is the weight range the
+// profile counts.
+func (p *program) productID(d, m, a, id *tensor, experts int, chosen vk.Binding) {
+	k := p.e.k
+	s := kernels.Sorted{Pairs: d.rows, TopK: id.cols, Experts: experts}
+	switch {
+	case k.UseCoop(m.typ, a.rows, a.cols):
+		tile := k.MoECoopTile(m.typ)
+		c := p.copyOf(p.f16, a, kernels.F16Bytes(a.rows, a.cols))
+		if c == nil || !p.sorted(&s, id, tile.BN) {
+			return
+		}
+		p.refresh(c, a, k.QuantizeF16)
+		p.op(bindings(chosen, c.b, s.B), bindings(d.b), func() error {
+			return k.MatMulCoopID(p.seq, d.b, m.b, c.b, s, m.typ, a.rows, d.cols, m.cols, tile)
+		})
+	case k.UseQ8(m.typ):
+		tile := k.MoETileQ8(s.Pairs, experts)
+		c := p.q8Copy(a)
+		if c == nil || !p.sorted(&s, id, tile.BN) {
+			return
+		}
+		p.refresh(c, a, k.QuantizeQ8)
+		p.op(bindings(chosen, c.b, s.B), bindings(d.b), func() error {
+			return k.MatMulQ8ID(p.seq, d.b, m.b, c.b, s, m.typ, a.rows, d.cols, m.cols, tile)
+		})
+	default:
+		tile := k.TileFor(m.typ)
+		if !p.sorted(&s, id, tile.BN) {
+			return
+		}
+		p.op(bindings(chosen, a.b, s.B), bindings(d.b), func() error {
+			return k.MatMulTiledID(p.seq, d.b, m.b, a.b, s, m.typ, a.rows, d.cols, m.cols, tile)
+		})
+	}
+}
+
+// sortKey names one sort of a batch's pairs: the ids Route wrote, the
+// experts it routed among and the tiles' height.
+type sortKey struct {
+	ids         vk.Binding
+	experts, bn int
+}
+
+// sorted sets s.B and s.Height to the pairs of id sorted by expert and cut
+// into tiles of bn (moe_sort), recording the sort unless it was since
+// Route last wrote id: a layer's gate, up and down products share one.
+// False (the error kept for Record) if its buffer cannot be allocated.
+func (p *program) sorted(s *kernels.Sorted, id *tensor, bn int) bool {
+	key := sortKey{id.b, s.Experts, bn}
+	c := p.sorts[key]
+	if c == nil {
+		b, err := p.buffer(4*int64(kernels.MoESortWords(s.Pairs, s.Experts, bn)), false)
+		if err != nil {
+			p.fail(err)
+			return false
+		}
+		c = &actCopy{b: whole(b)}
+		p.sorts[key] = c
+	}
+	s.B, s.Height = c.b, bn
+	if !c.fresh {
+		p.op(bindings(id.b), bindings(c.b), func() error {
+			return p.e.k.MoESort(p.seq, c.b, id.b, s.Pairs, s.Experts, bn)
+		})
+		c.fresh = true
+	}
+	return true
 }
 
 func (p *program) MoESum(dst, y, weights, r backend.Tensor) {
@@ -105,8 +188,30 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 		o.fail(err)
 		return
 	}
-	k := o.pl.e.k
-	o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", o.routed[id], d.cols, m.cols, m.typ, k.MatVec), 0, k.MatVecIDSpec(m.typ, k.MatVec))
+	k, experts := o.pl.e.k, o.routed[id]
+	if id.rows <= kernels.MaxMatVecCols {
+		o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", experts, d.cols, m.cols, m.typ, k.MatVec), 0, k.MatVecIDSpec(m.typ, k.MatVec))
+		o.wrote(d)
+		return
+	}
+	o.add(fmt.Sprintf("moe_sort %d experts", experts), 0, k.MoESortSpec())
+	what := fmt.Sprintf("%d experts of %dx%d %s", experts, d.cols, m.cols, m.typ)
+	switch {
+	case k.UseCoop(m.typ, a.rows, a.cols):
+		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		tile := k.MoECoopTile(m.typ)
+		o.add(fmt.Sprintf("matmul_coopmat_id %s %s", what, tile), 0, k.MatMulCoopIDSpec(m.typ, tile))
+	case k.UseQ8(m.typ):
+		if !o.q8[a] {
+			o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec())
+			o.q8[a] = true
+		}
+		tile := k.MoETileQ8(d.rows, experts)
+		o.add(fmt.Sprintf("matmul_q8_id %s %s", what, tile), 0, k.MatMulQ8IDSpec(m.typ, tile))
+	default:
+		tile := k.TileFor(m.typ)
+		o.add(fmt.Sprintf("matmul_id %s %s", what, tile), 0, k.MatMulIDSpec(m.typ, tile))
+	}
 	o.wrote(d)
 }
 

@@ -20,14 +20,15 @@ import (
 // are exactly those the engine builds recording them, for models that
 // take every path (K-quants with Q6_K layers; NeoX RoPE, biases, tied
 // embeddings and Q8_0 fallbacks; float weights; issue 18's head norms,
-// GeGLU, embedding scale, sliding windows and fused weights), batches that take every
+// GeGLU, embedding scale, sliding windows and fused weights; issue 19's
+// experts, in decode and packed by expert in prefill), batches that take every
 // product kernel (1 token; 5, on the matrix-vector kernel; 40, tiled, with
 // a short split prefill) and the row programs that decode 2 and 3
 // sequences together (the kernels' row modes), with and without integer
 // dot products, at both waves and with the plain attention kernel.
 func TestPlanMatchesEngine(t *testing.T) {
 	models := map[string]string{}
-	for _, spec := range []string{"tiny", "tiny-qwen2", "tiny:f16", "tiny-qwen3", "tiny-gemma3", "tiny-phi3"} {
+	for _, spec := range []string{"tiny", "tiny-qwen2", "tiny:f16", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-qwen3moe"} {
 		preset, ft, _ := strings.Cut(spec, ":")
 		if ft == "" {
 			ft = synth.DefaultFtype

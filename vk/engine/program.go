@@ -73,6 +73,9 @@ type program struct {
 	// routed holds the id tensors Route writes, with the number of experts
 	// routed among: MatMulID takes no others (moe.go).
 	routed map[*tensor]int
+	// sorts holds a prefill's pairs sorted by expert (moe_sort), kept
+	// like q8 and stale once Route writes their ids again.
+	sorts map[sortKey]*actCopy
 }
 
 // actCopy is an activation rounded to 8 bits or to f16.
@@ -84,7 +87,7 @@ type actCopy struct {
 func newProgram(e *Engine, n int, rows bool) (*program, error) {
 	p := &program{e: e, n: n, rows: rows, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n), stepBuf: make([]byte, 0, 8*n),
 		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{},
-		layer: -1, routed: map[*tensor]int{}}
+		layer: -1, routed: map[*tensor]int{}, sorts: map[sortKey]*actCopy{}}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
@@ -142,6 +145,9 @@ func (p *program) op(reads, writes []vk.Binding, record func() error) {
 			for src, c := range copies {
 				c.fresh = c.fresh && src.Buf != b.Buf
 			}
+		}
+		for key, c := range p.sorts {
+			c.fresh = c.fresh && key.ids.Buf != b.Buf
 		}
 	}
 }
