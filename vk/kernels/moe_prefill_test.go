@@ -164,7 +164,8 @@ func TestMatMulTiledID(t *testing.T) {
 func TestMatMulQ8ID(t *testing.T) {
 	k := setup(t)
 	if !k.info.IntegerDot {
-		t.Log("the device lacks integer dot products: matmul_q8_id not checked")
+		srt := Sorted{B: whole(kern.dummy), Pairs: 2, TopK: 2, Experts: 2, Height: 16}
+		refusesQ8(t, k.MatMulQ8ID(nil, whole(kern.dummy), whole(kern.dummy), whole(kern.dummy), srt, quant.Q4_K, 1, 16, 256, Tile{BM: 16, BN: 16, TM: 2, TN: 2}))
 		return
 	}
 	i := 0
