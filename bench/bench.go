@@ -30,7 +30,8 @@ type Config struct {
 	FlashAttn []int    // -fa: 0 or 1
 	Waves     []int    // --wave: flash-attention wave, 32 or 64; 0 is auto
 	// CoopMat (--coopmat): prefill products on cooperative matrices, each
-	// of "auto", "on" or "off".
+	// of "auto", "on", "off" or "int8" (on, with the integer variant for
+	// quantized weights).
 	CoopMat []string
 	Reps    int // -r: timed repetitions of each test
 	Threads int // -t: recorded for the CPU backend (0: one per core)
@@ -104,8 +105,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--coopmat: empty list")
 	}
 	for _, v := range c.CoopMat {
-		if v != "auto" && v != "on" && v != "off" {
-			return fmt.Errorf("--coopmat %q: want on, off or auto", v)
+		if v != "auto" && v != "on" && v != "off" && v != "int8" {
+			return fmt.Errorf("--coopmat %q: want on, off, auto or int8", v)
 		}
 	}
 	for _, pg := range c.PG {

@@ -34,7 +34,7 @@ type Result struct {
 	UBatch       int       `json:"n_ubatch"`
 	FlashAttn    int       `json:"flash_attn"`
 	Wave         int       `json:"wave"`          // the wave flash attention was asked to use (auto resolved)
-	CoopMat      string    `json:"coopmat"`       // whether prefill products ran on cooperative matrices: on or off
+	CoopMat      string    `json:"coopmat"`       // whether prefill products ran on cooperative matrices: on, off, or int8 (with the integer variant)
 	SubgroupSize int       `json:"subgroup_size"` // the hardware subgroup size it ran with
 	TuneProfile  string    `json:"tune_profile"`  // the infer tune profile applied, "none" for built-in defaults; empty on the CPU
 	Prompt       int       `json:"n_prompt"`
@@ -102,7 +102,10 @@ func (r *runner) describe(spec string, f *gguf.File, be backend.Backend, ub int)
 		res.GPULayers = 99
 		res.Wave, res.SubgroupSize = e.Wave()
 		res.CoopMat = "off"
-		if e.CoopMat().On() {
+		switch {
+		case e.CoopInt8():
+			res.CoopMat = "int8"
+		case e.CoopMat().On():
 			res.CoopMat = "on"
 		}
 		res.TuneProfile = "none"

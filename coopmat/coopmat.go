@@ -231,6 +231,38 @@ func Choose(d Device) Choice {
 	return c
 }
 
+// Int8Shape is the fragment shape the integer variant of the prefill
+// product (matmul_coopmat_i8: 8-bit activations times the weights' integer
+// quants, docs/KERNELS.md) runs with under choice c, or the zero shape and
+// a reason (phrased to follow the device's name) where it cannot run:
+//
+//  1. The cooperative matrices must be on (c.On) and offer an s8 x s8 +
+//     s32 shape (c.Int8, Choose's rule 8).
+//  2. Its K must be 16 or 32. A product sums runs of values that share a
+//     weight scale (16 for Q6_K, 32 for the others) and an activation
+//     scale (32): K = 16 covers a run of either, K = 32 a run of 32 (and
+//     one of 16 staged next to 16 zeros); a longer K would mix values of
+//     different scales in one integer sum. The fragments also read their
+//     quants as whole 16-byte words.
+//
+// M and N need nothing beyond Choose's powers of two: the tiles are
+// checked against them. Whether the variant is used at all is the
+// caller's choice (--coopmat int8), not this function's: it is off by
+// default until measured faster than the f16 products. The device must
+// also have shaderInt8 (int8 fragments are 8-bit arithmetic), which the
+// caller checks from its device report.
+func Int8Shape(c Choice) (Shape, string) {
+	switch {
+	case !c.On():
+		return Shape{}, "has no usable cooperative matrices"
+	case c.Int8.IsZero():
+		return Shape{}, "offers no s8*s8+s32->s32 subgroup shape"
+	case c.Int8.K != 16 && c.Int8.K != 32:
+		return Shape{}, fmt.Sprintf("offers s8*s8+s32 %s, whose K is neither 16 nor 32 (the integer sums cover one 32-value block of activations)", c.Int8)
+	}
+	return c.Int8, fmt.Sprintf("offers s8*s8+s32 %s subgroup fragments", c.Int8)
+}
+
 // pick returns the best subgroup-scope, non-saturating shape with A = B =
 // in and C = Result = acc: first, then second when offered, else the
 // largest M×N×K (ties to the larger M, then N). Zero when none qualifies.

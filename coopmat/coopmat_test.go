@@ -118,15 +118,18 @@ var recorded = map[string]struct {
 	f16, i8  Shape
 	subgroup int
 	reason   string // a part of the reason
+	variant  Shape  // Int8Shape's: what the integer variant runs with
 }{
 	// RADV's null device for the RX 7900 XTX (Mesa 25.0.7): 16x16x16 only,
 	// f16 with f16 or f32 accumulators, 8-bit in every signedness, with
-	// and without saturation. Wave64, its default (rule 4).
-	"navi31-radv-null.json": {Shape{16, 16, 16}, Shape{16, 16, 16}, 64, "full subgroups of 64, its default size"},
+	// and without saturation. Wave64, its default (rule 4). The integer
+	// variant takes the 16x16x16 int8 shape (a Q6_K run per product).
+	"navi31-radv-null.json": {Shape{16, 16, 16}, Shape{16, 16, 16}, 64, "full subgroups of 64, its default size", Shape{16, 16, 16}},
 	// The H200 (driver 580.159.04): f16 fragments of 16x16x16, 16x8x16 and
 	// 16x8x8 with f16 or f32 accumulators, 8-bit ones of 16x16x32 and
-	// 16x8x32, bf16 16x16x16. Subgroups of 32, its only size.
-	"nvidia-h200.json": {Shape{16, 16, 16}, Shape{16, 16, 32}, 32, "full subgroups of 32, its default size"},
+	// 16x8x32, bf16 16x16x16. Subgroups of 32, its only size. The integer
+	// variant takes 16x16x32 (Q6_K's runs of 16 staged beside zeros).
+	"nvidia-h200.json": {Shape{16, 16, 16}, Shape{16, 16, 32}, 32, "full subgroups of 32, its default size", Shape{16, 16, 32}},
 }
 
 func TestRecordings(t *testing.T) {
@@ -154,6 +157,9 @@ func TestRecordings(t *testing.T) {
 			t.Logf("%s (%s): %s: %s", r.Device.Name, r.DriverInfo, got, got.Reason)
 			if got.F16 != want.f16 || got.Int8 != want.i8 || got.Subgroup != want.subgroup || !strings.Contains(got.Reason, want.reason) {
 				t.Errorf("Choose = %+v, want f16 %v int8 %v subgroup %d, reason with %q", got, want.f16, want.i8, want.subgroup, want.reason)
+			}
+			if v, why := Int8Shape(got); v != want.variant {
+				t.Errorf("Int8Shape = %v (%s), want %v", v, why, want.variant)
 			}
 		})
 	}
@@ -265,5 +271,29 @@ func TestSharedDevices(t *testing.T) {
 	}
 	if groups < len(withShapes) {
 		t.Errorf("only %d records with a cooperativeMatrix group", groups)
+	}
+}
+
+// TestInt8Shape checks the integer variant's shape: the choice's 8-bit
+// shape where its K is 16 or 32, else none, with the reason.
+func TestInt8Shape(t *testing.T) {
+	on := Choose(rdna3())
+	for _, c := range []struct {
+		name   string
+		choice Choice
+		want   Shape
+		reason string
+	}{
+		{"RDNA3: 16x16x16", on, Shape{16, 16, 16}, "s8*s8+s32 16x16x16"},
+		{"NVIDIA: 16x16x32", Choose(nvidia()), Shape{16, 16, 32}, "16x16x32"},
+		{"off", Choice{Reason: "lacks VK_KHR_cooperative_matrix"}, Shape{}, "no usable cooperative matrices"},
+		{"no 8-bit shape", Choice{F16: on.F16, Subgroup: 64}, Shape{}, "no s8*s8+s32"},
+		{"K of 64", Choice{F16: on.F16, Int8: Shape{16, 16, 64}, Subgroup: 64}, Shape{}, "neither 16 nor 32"},
+		{"K of 8", Choice{F16: on.F16, Int8: Shape{8, 8, 8}, Subgroup: 64}, Shape{}, "neither 16 nor 32"},
+	} {
+		got, why := Int8Shape(c.choice)
+		if got != c.want || !strings.Contains(why, c.reason) {
+			t.Errorf("%s: Int8Shape = %v (%s), want %v, reason with %q", c.name, got, why, c.want, c.reason)
+		}
 	}
 }

@@ -90,10 +90,10 @@ func benchCmd(args []string) error {
 	}
 	c.CoopMat = coops
 	for _, cm := range coops {
-		if _, err := parseCoopMat(cm); err != nil {
+		if _, _, err := parseCoopMat(cm); err != nil {
 			return err
 		}
-		if lo.backend == "cpu" && cm == "on" {
+		if lo.backend == "cpu" && asksCoopMat(cm) {
 			return errCoopMatCPU
 		}
 	}

@@ -44,7 +44,7 @@ func checkCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	coopMat, err := parseCoopMat(*coop)
+	coopMat, coopInt8, err := parseCoopMat(*coop)
 	if err != nil {
 		return err
 	}
@@ -85,14 +85,14 @@ func checkCmd(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		e, err := engine.New(dev, engine.Options{OwnDevice: true, Wave: wave, IntDot: dot, CoopMat: coopMat})
+		e, err := engine.New(dev, engine.Options{OwnDevice: true, Wave: wave, IntDot: dot, CoopMat: coopMat, CoopInt8: coopInt8})
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
 		if *tol == 0 {
 			*tol = 2e-3
-			if e.IntDot() {
+			if e.IntDot() || e.CoopInt8() {
 				*tol = 3e-2
 			}
 		}

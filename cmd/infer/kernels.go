@@ -97,7 +97,7 @@ func kernelsCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	coopMat, err := parseCoopMat(coopFlag)
+	coopMat, coopInt8, err := parseCoopMat(coopFlag)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func kernelsCmd(args []string) error {
 	t0 := time.Now()
 	var list []engine.Pipeline
 	for _, w := range requested {
-		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, CoopMat: coopMat, Tune: tuning, Warn: os.Stderr}
+		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, CoopMat: coopMat, CoopInt8: coopInt8, Tune: tuning, Warn: os.Stderr}
 		ps, err := planKernels(dev, o, f, ctx, ubatch, seqs)
 		if err != nil {
 			return err

@@ -35,7 +35,8 @@ var spillStats = []string{"Spilled VGPRs", "Spilled SGPRs", "Scratch size"}
 // RDNA4: the engine's choices at every wave the device runs; the policy's
 // wave on a short prompt (9 tokens: split prefill attention and its merge,
 // narrow tiles, rows of 8) with 8-bit and with f32 activations; and the
-// plain attention kernel; with the passes that decode 2 to 4 sequences
+// plain attention kernel; on RDNA3, the cooperative-matrix products off and
+// in their integer variant; with the passes that decode 2 to 4 sequences
 // together (--seqs 4, infer serve's default --parallel: the row modes of
 // rope, kv_store, the stacked products' epilogue and both attention
 // kernels). Not 8: the matrix-vector products over 5 to 8 columns spill
@@ -59,6 +60,9 @@ func TestAMDCompileMatrix(t *testing.T) {
 		// RDNA3 takes cooperative matrices by default; its scalar prefill
 		// products must build too.
 		{"", []string{"--wave", "auto", "--coopmat", "off"}, []int{32}},
+		// The products' integer variant (int8 fragments), where the
+		// device has cooperative matrices (other families refuse it).
+		{"", []string{"--wave", "auto", "--coopmat", "int8", "--int-dot", "on"}, []int{32}},
 		// Issue 18's kernels: Qwen3's per-head norms (head dim 128);
 		// Gemma 3's GeGLU, embedding scale, head dim 256 and sliding
 		// windows, also with the policy's wave on a short prompt.
@@ -78,7 +82,17 @@ func TestAMDCompileMatrix(t *testing.T) {
 			env := append(radvnull.Env(t, g.family), "XDG_CACHE_HOME="+t.TempDir())
 			t0 := time.Now()
 			count := 0
+			// Mesa 25.0 offers cooperative matrices on RDNA3 alone.
+			hasCoop := g.family == "navi31"
 			for _, run := range runs {
+				coopArg := "auto" // --coopmat's value
+				if i := slices.Index(run.args, "--coopmat"); i >= 0 {
+					coopArg = run.args[i+1]
+				}
+				int8 := coopArg == "int8"
+				if int8 && !hasCoop {
+					continue
+				}
 				model := cmp.Or(run.model, "llama3-8b")
 				args := append([]string{"kernels", "-m", "synth:" + model, "-o", "json"}, run.args...)
 				r := inferEnv(t, env, args...)
@@ -98,10 +112,10 @@ func TestAMDCompileMatrix(t *testing.T) {
 						t.Errorf("%v: %s: %s", args[1:], p.Name, problem)
 					}
 				}
-				// Mesa 25.0 offers cooperative matrices on RDNA3 alone;
-				// there prefill attention takes them too, where the batch
-				// is long enough (not -u 9), and no lane group.
-				wantCoop := g.family == "navi31" && !slices.Contains(run.args, "--coopmat")
+				// Where cooperative matrices are on, prefill attention
+				// takes them too, where the batch is long enough (not -u
+				// 9), and no lane group.
+				wantCoop := hasCoop && coopArg != "off"
 				coopFA := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "flash_attn_coopmat") })
 				if want := wantCoop && !slices.Contains(run.args, "-u") && !slices.Contains(run.args, "--flash-attn=false"); coopFA != want {
 					t.Errorf("%v: flash_attn_coopmat pipelines %v, want %v", args[1:], coopFA, want)
@@ -132,6 +146,10 @@ func TestAMDCompileMatrix(t *testing.T) {
 				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat") })
 				if coop != wantCoop {
 					t.Errorf("%v: matmul_coopmat pipelines %v, want %v", args[1:], coop, wantCoop)
+				}
+				i8 := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat_i8") })
+				if i8 != int8 {
+					t.Errorf("%v: matmul_coopmat_i8 pipelines %v, want %v", args[1:], i8, int8)
 				}
 				count += len(reports)
 			}

@@ -144,7 +144,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if l.intDot == "on" {
 			return nil, errIntDotCPU
 		}
-		if l.coopMat == "on" {
+		if asksCoopMat(l.coopMat) {
 			return nil, errCoopMatCPU
 		}
 		return cpu.New(l.threads), nil
@@ -161,7 +161,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		coopMat, err := parseCoopMat(l.coopMat)
+		coopMat, coopInt8, err := parseCoopMat(l.coopMat)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 			switch {
 			case l.intDot == "on":
 				return nil, fmt.Errorf("%w; %v", errIntDotCPU, err)
-			case l.coopMat == "on":
+			case asksCoopMat(l.coopMat):
 				return nil, fmt.Errorf("%w; %v", errCoopMatCPU, err)
 			}
 			fmt.Fprintf(os.Stderr, "backend: %v; using the CPU backend\n", err)
@@ -191,7 +191,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if err == nil {
 			var e *engine.Engine
 			o := engine.Options{OwnDevice: true, Profile: profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot,
-				CoopMat: coopMat, Warn: os.Stderr}
+				CoopMat: coopMat, CoopInt8: coopInt8, Warn: os.Stderr}
 			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
 				dev.Close()
 				return nil, err
@@ -306,12 +306,25 @@ func describeIntDot(on bool) string {
 	return "f32 activations"
 }
 
-const coopMatUsage = "prefill matrix products on the matrix cores (VK_KHR_cooperative_matrix): on, off or auto (on where the policy finds usable fragment shapes; see infer devices --verbose)"
+const coopMatUsage = "prefill matrix products on the matrix cores (VK_KHR_cooperative_matrix): on, off, auto (on where the policy finds usable fragment shapes; see infer devices --verbose) or int8 (on, with 8-bit activations and int8 fragments for the quantized weights: the integer variant, unmeasured, off by default)"
 
 var errCoopMatCPU = fmt.Errorf("--coopmat on: the CPU backend has no cooperative matrices; it applies to --backend vulkan")
 
-// parseCoopMat reads --coopmat: nil for auto.
-func parseCoopMat(s string) (*bool, error) { return parseOnOffAuto("--coopmat", s) }
+// parseCoopMat reads --coopmat: nil for auto; int8 is on, with the
+// integer variant (engine.Options.CoopInt8).
+func parseCoopMat(s string) (on *bool, int8 bool, err error) {
+	if s == "int8" {
+		t := true
+		return &t, true, nil
+	}
+	if on, err = parseOnOffAuto("--coopmat", s); err != nil {
+		return nil, false, fmt.Errorf("--coopmat %q: want on, off, auto or int8", s)
+	}
+	return on, false, nil
+}
+
+// asksCoopMat says whether --coopmat s insists on cooperative matrices.
+func asksCoopMat(s string) bool { return s == "on" || s == "int8" }
 
 // describeProducts says what the engine's matrix products run on: the
 // activations they take and, in prefill, cooperative matrices (which shape,
@@ -320,6 +333,8 @@ func describeProducts(e *engine.Engine) string {
 	s := describeIntDot(e.IntDot())
 	c := e.CoopMat()
 	switch {
+	case c.On() && e.CoopInt8():
+		return fmt.Sprintf("%s; prefill on cooperative matrices: %s, quantized weights on 8-bit activations and int8 fragments", s, c)
 	case c.On():
 		return fmt.Sprintf("%s; prefill on cooperative matrices: %s", s, c)
 	case c.Reason != "":

@@ -129,8 +129,9 @@ func TestBadInput(t *testing.T) {
 		{"bad wave", []string{"-m", story, "-p", "x", "--backend", "vulkan", "--wave", "48"}, "want 32, 64 or auto"},
 		{"bad int-dot", []string{"-m", story, "-p", "x", "--int-dot", "sometimes"}, "want on, off or auto"},
 		{"int-dot on the CPU", []string{"-m", story, "-p", "x", "--backend", "cpu", "--int-dot", "on"}, "CPU backend computes in f32"},
-		{"bad coopmat", []string{"-m", story, "-p", "x", "--coopmat", "sometimes"}, `--coopmat "sometimes": want on, off or auto`},
+		{"bad coopmat", []string{"-m", story, "-p", "x", "--coopmat", "sometimes"}, `--coopmat "sometimes": want on, off, auto or int8`},
 		{"coopmat on the CPU", []string{"-m", story, "-p", "x", "--backend", "cpu", "--coopmat", "on"}, "CPU backend has no cooperative matrices"},
+		{"coopmat int8 on the CPU", []string{"-m", story, "-p", "x", "--backend", "cpu", "--coopmat", "int8"}, "CPU backend has no cooperative matrices"},
 		{"no model", []string{"-p", "x"}, "-m"},
 		{"stray argument", []string{"-m", story, "-p", "x", "extra"}, "unexpected argument"},
 	}

@@ -19,6 +19,22 @@
 // Built as matmul_coopmat.comp (and its emulation), and with MOE_ID as
 // matmul_coopmat_id.comp (and matmul_coopmat_emu_id.comp), the gathered
 // product of a mixture-of-experts prefill (matmul_cols.glsl).
+//
+// With COOP_INT8 defined (matmul_coopmat_i8*.comp), the integer variant:
+// the activations come in matvec_q8's layout (quantize_q8.comp: int8, one
+// f32 scale per 32 values) and the weights' quants stay integers
+// (slices.glsl), so both stages hold bytes and the products are int8 x
+// int8 -> int32 fragments (CM_K of the device's integer shape). A run of
+// values that share one weight scale (RUN: 16 for Q6_K, 32 for the
+// others; a block of activations is 32) is multiplied into a fresh int32
+// fragment, which is converted and added to the f32 accumulators times
+// its rows' weight scales and its columns' activation scales:
+//   acc += float(sum_k qw qx) * a[m] * dx[n]  (+ c[m] * dx[n] * sum_k qx[n])
+// the second term for Q4_K/Q5_K, whose weights are a*q + c with a 6-bit
+// min c per 32 values. Q6_K and Q4_0 quants are recentred to signed bytes
+// (q - 32, q - 8), so they need no such term. Where CM_K is twice RUN
+// (Q6_K on a K = 32 shape), a run is staged as CM_K bytes with the other
+// half zero (EXP = 2), so a product covers one run.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -39,27 +55,44 @@ layout(constant_id = 11) const uint SGV = 32; // invocations per subgroup (emula
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
+#ifdef COOP_INT8
+layout(binding = 1) readonly buffer Wts4 { uvec4 W4[]; };
+// xq: N rows of K int8 values, then one f32 scale per 32 (q8.glsl).
+layout(binding = 2) readonly buffer XQ4 { uvec4 xq4[]; };
+layout(binding = 2) readonly buffer XD { float xd[]; };
+#else
 // xh: N rows of K f16 values, then N f32 row scales.
 layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
 layout(binding = 2) readonly buffer XS { float xs[]; };
+#endif
 
 // K, the values per row, is a multiple of 8.
 #include "matmul_cols.glsl"
 #include "dequant.glsl"
+#ifdef COOP_INT8
+#include "slices.glsl"
+#endif
 #include "coopmat.glsl"
 
 const uint FM = WM / CM_M;       // fragments per subgroup along M
 const uint FN = WN / CM_N;       // ... along N
 const uint SGM = BM / WM;        // subgroups along M
 const uint NSG = SGM * (BN / WN);
+const uint CF = CM_M * CM_N;     // values per accumulator fragment
+
+// The subgroup's accumulators (a global, so that the integer variant's
+// product can live in a function of its own).
+CM_DECL_C(acc, FM * FN);
+
+#ifdef COOP_INT8
+#include "matmul_coopmat_i8.glsl"
+#else
 const uint SA = BK / 4u + 2u;    // shA row stride, f16vec4s
 const uint SB = KC / 4u + 2u;    // shB row stride, f16vec4s
 const uint PA = BK / 16u;        // 16-value pieces per weight row of a tile
-const uint CF = CM_M * CM_N;     // values per accumulator fragment
 
 shared f16vec4 shA[BM * SA];
 shared f16vec4 shB[BN * SB];
-shared float shC[NSG * CF];
 
 // loadA decodes values k0..k0+BK of rows m0.. into shA: each invocation a
 // 16-value piece (dequant.glsl's order, so that neighbours read one span of
@@ -163,6 +196,9 @@ void storeB(uint n0, uint k) {
         }
     }
 }
+#endif // COOP_INT8
+
+shared float shC[NSG * CF];
 
 // A gathered tile holds at most BN pairs, often fewer: a subgroup skips the
 // fragments whose columns are all past them, and one whose whole part is
@@ -183,22 +219,29 @@ void main() {
     uint sg = CM_SUBGROUP;
     uint am = (sg % SGM) * WM, an = (sg / SGM) * WN; // the subgroup's part of the tile
 
-    CM_DECL_C(acc, FM * FN);
     [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
         CM_ZERO(acc[f]);
     }
+#ifdef COOP_INT8
+    zeroA();
+#else
     if (PREFETCH) {
         fetchA(m0, 0u);
     }
+#endif
     fetchB(n0, 0u);
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         barrier(); // the previous step's readers of shA and shB are done
+#ifdef COOP_INT8
+        loadA(m0, k0);
+#else
         if (PREFETCH) {
             decodeA(k0);
             fetchA(m0, k0 + BK);
         } else {
             loadA(m0, k0);
         }
+#endif
         for (uint kc = 0u; kc < BK && k0 + kc < pc.K; kc += KC) {
             if (kc > 0u) {
                 barrier(); // the previous chunk's readers of shB are done
@@ -206,6 +249,9 @@ void main() {
             storeB(n0, k0 + kc);
             fetchB(n0, k0 + kc + KC);
             barrier(); // shA and shB written
+#ifdef COOP_INT8
+            mulChunk(kc, am, an);
+#else
             if (LIVE(an)) { // else the subgroup's part is all padding
                 for (uint kk = 0u; kk < KC; kk += CM_K) {
                     CM_DECL_A(a, FM);
@@ -227,6 +273,7 @@ void main() {
                     }
                 }
             }
+#endif
         }
     }
 
@@ -242,7 +289,11 @@ void main() {
             uint m = m0 + (s % SGM) * WM + (f / FN) * CM_M + e % CM_M;
             uint n = n0 + (s / SGM) * WN + (f % FN) * CM_N + e / CM_M;
             if (m < pc.M && COL_OK(n)) {
+#ifdef COOP_INT8
+                dst[DROW(n) * pc.M + m] = shC[it]; // scaled as it accumulated
+#else
                 dst[DROW(n) * pc.M + m] = shC[it] * xs[pc.N * pc.K / 2u + XROW(n)];
+#endif
             }
         }
     }

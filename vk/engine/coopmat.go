@@ -33,3 +33,19 @@ func coopMatFor(info vk.DeviceInfo, want *bool) (coopmat.Choice, error) {
 	}
 	return c, nil
 }
+
+// coopInt8For checks that a device whose cooperative-matrix choice is c
+// can run the integer variant (Options.CoopInt8): the choice on, an 8-bit
+// shape the variant takes (coopmat.Int8Shape), and shaderInt8.
+func coopInt8For(info vk.DeviceInfo, c coopmat.Choice) error {
+	if !c.On() {
+		return fmt.Errorf("vulkan: integer cooperative-matrix products asked for, but cooperative matrices are off: %s %s", info.Name, c.Reason)
+	}
+	if s, why := coopmat.Int8Shape(c); s.IsZero() {
+		return fmt.Errorf("vulkan: integer cooperative-matrix products asked for, but %s %s", info.Name, why)
+	}
+	if !info.Int8 {
+		return fmt.Errorf("vulkan: integer cooperative-matrix products asked for, but %s lacks shaderInt8", info.Name)
+	}
+	return nil
+}

@@ -84,6 +84,38 @@ func TestCoopMatFor(t *testing.T) {
 	}
 }
 
+// TestCoopInt8For: the integer variant needs cooperative matrices on, an
+// 8-bit shape it takes (coopmat.Int8Shape) and shaderInt8.
+func TestCoopInt8For(t *testing.T) {
+	navi31 := navi31Info()
+	navi31.Int8 = true
+	on, _ := coopMatFor(navi31, nil)
+	noInt8 := navi31
+	noInt8.Int8 = false
+	k64 := on
+	k64.Int8 = coopmat.Shape{M: 16, N: 16, K: 64}
+	for _, c := range []struct {
+		name   string
+		info   vk.DeviceInfo
+		choice coopmat.Choice
+		err    string
+	}{
+		{"navi31", navi31, on, ""},
+		{"off", navi31, coopmat.Choice{Reason: "was asked not to use them"}, "cooperative matrices are off: Null hardware (RADV NAVI31) was asked not to use them"},
+		{"no 8-bit shape", navi31, coopmat.Choice{F16: on.F16, Subgroup: 64}, "but Null hardware (RADV NAVI31) offers no s8*s8+s32->s32 subgroup shape"},
+		{"K of 64", navi31, k64, "whose K is neither 16 nor 32"},
+		{"no shaderInt8", noInt8, on, "lacks shaderInt8"},
+	} {
+		err := coopInt8For(c.info, c.choice)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: err %v, want one with %q", c.name, err, c.err)
+		}
+	}
+}
+
 // TestNewCoopMat: on the test device (lavapipe in CI, which has no
 // cooperative matrices before Mesa 26, and whose validated Open would leave
 // them alone under a layer older than the extension) --coopmat on fails
@@ -108,6 +140,10 @@ func TestNewCoopMat(t *testing.T) {
 	_, err = New(dev, Options{CoopMat: &on})
 	if err == nil || !strings.HasPrefix(err.Error(), "vulkan: cooperative matrices asked for, but "+dev.Info().Name+" ") {
 		t.Fatalf("--coopmat on without them: %v", err)
+	}
+	_, err = New(dev, Options{CoopInt8: true})
+	if err == nil || !strings.HasPrefix(err.Error(), "vulkan: integer cooperative-matrix products asked for, but cooperative matrices are off: "+dev.Info().Name+" ") {
+		t.Fatalf("--coopmat int8 without them: %v", err)
 	}
 }
 

@@ -42,6 +42,13 @@ type Options struct {
 	// (coopmat.Choose, CoopMatChoice), else on or off; on fails where the
 	// policy finds the device unable.
 	CoopMat *bool
+	// CoopInt8 runs the prefill products whose weights the integer
+	// variant takes (kernels.HasCoopInt8) on it: 8-bit activations times
+	// the weights' quants on int8 fragments (--coopmat int8). Off by
+	// default: it is not measured faster than the f16 products yet. New
+	// fails where cooperative matrices are off or the device has no
+	// usable 8-bit shape (coopmat.Int8Shape) or no shaderInt8.
+	CoopInt8 bool
 	// Tune holds measured kernel geometry for this device (infer tune);
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
 	// its flash-attention wave.
@@ -122,6 +129,13 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 		return nil, err
 	}
 	k.CoopMat = cm
+	if o.CoopInt8 {
+		if err := coopInt8For(dev.Info(), cm); err != nil {
+			k.Close()
+			return nil, err
+		}
+		k.CoopInt8 = true
+	}
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
 	// Prefill attention takes the matrix units with the products: the
 	// same choice, so --coopmat off turns both off.
@@ -150,6 +164,10 @@ func (e *Engine) IntDot() bool { return e.k.Q8 }
 // CoopMat is the cooperative-matrix choice the prefill products use; off
 // (zero shapes, with the reason) keeps the scalar kernels.
 func (e *Engine) CoopMat() coopmat.Choice { return e.k.CoopMat }
+
+// CoopInt8 reports whether the prefill products whose weights take it run
+// the integer cooperative-matrix variant (Options.CoopInt8).
+func (e *Engine) CoopInt8() bool { return e.k.CoopInt8 }
 
 // MatVecWave is the subgroup size the matrix-vector products require (of
 // f32 and of 8-bit activations), 0 for the driver's choice.

@@ -19,6 +19,17 @@ func EmulateCoop(e *Engine) error {
 	return nil
 }
 
+// EmulateCoopInt8 is EmulateCoop with the products' integer variant on
+// (Options.CoopInt8), which New refuses on a device without cooperative
+// matrices.
+func EmulateCoopInt8(e *Engine) error {
+	if err := EmulateCoop(e); err != nil {
+		return err
+	}
+	e.k.CoopInt8 = true
+	return nil
+}
+
 // LimitMemory makes e's Reserve see at most n bytes of free device memory,
 // so that a test stands for a device smaller than the one at hand.
 func LimitMemory(e *Engine, n uint64) { e.memLimit = n }

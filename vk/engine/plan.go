@@ -167,7 +167,7 @@ func (o *planOps) wrote(t *tensor) {
 // q8Out is program.q8Out: whether a kernel writing t writes its 8-bit
 // copy too (which it then registers).
 func (o *planOps) q8Out(t *tensor) bool {
-	if !o.pl.q8Weights || !q8Able(t) || o.pl.e.k.CoopTakes(t.rows, t.cols) {
+	if !o.pl.q8Weights || !q8Able(t) || coopF16Takes(o.pl.e.k, t) {
 		return false
 	}
 	if _, ok := o.q8[t]; !ok {
@@ -227,6 +227,13 @@ func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 func (o *planOps) matMul(d, m, a *tensor) {
 	k := o.pl.e.k
 	switch {
+	case k.UseCoopInt8(m.typ, a.rows, a.cols):
+		if !o.q8[a] {
+			o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec())
+			o.q8[a] = true
+		}
+		tile := k.CoopInt8TileForShape(m.typ, m.rows, a.rows)
+		o.add(fmt.Sprintf("matmul_coopmat_i8 %s %s", matrix(m), tile), 0, k.MatMulCoopInt8Spec(m.typ, tile))
 	case k.UseCoop(m.typ, a.rows, a.cols):
 		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
 		tile := k.CoopTileForShape(m.typ, m.rows, a.rows)

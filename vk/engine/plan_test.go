@@ -39,11 +39,24 @@ func TestPlanMatchesEngine(t *testing.T) {
 		}
 		models[spec] = p
 	}
-	configs := map[string]engine.Options{
-		"default": {}, "int-dot": intDot, "wave64": {Wave: 64}, "plain": {PlainAttention: true},
+	type config struct {
+		o engine.Options
+		// emulate, when set, runs the cooperative-matrix kernels on their
+		// emulation (lavapipe has none): the plan must follow which copy
+		// of the activations each variant reads (program.q8Out).
+		emulate func(*engine.Engine) error
+	}
+	configs := map[string]config{
+		"default": {}, "int-dot": {o: intDot}, "wave64": {o: engine.Options{Wave: 64}}, "plain": {o: engine.Options{PlainAttention: true}},
+		"coop-emulated": {intDot, engine.EmulateCoop}, "coop-int8-emulated": {intDot, engine.EmulateCoopInt8},
+		"coop-int8-emulated-f32": {f32, engine.EmulateCoopInt8},
 	}
 	for name, path := range models {
-		for cname, o := range configs {
+		for cname, cf := range configs {
+			if cf.emulate != nil && name != "tiny" && name != "tiny-qwen2" {
+				continue // each emulated pipeline takes lavapipe seconds to build
+			}
+			o := cf.o
 			t.Run(name+"/"+cname, func(t *testing.T) {
 				f, err := gguf.Open(path)
 				if err != nil {
@@ -51,10 +64,24 @@ func TestPlanMatchesEngine(t *testing.T) {
 				}
 				defer f.Close()
 				dev := vktest.Open(t)
+				if cf.emulate != nil {
+					if why := vktest.CoopEmulationBroken(dev); why != "" {
+						t.Logf("not checked: %s", why)
+						return
+					}
+				}
+				emulate := func(e *engine.Engine) {
+					if cf.emulate != nil {
+						if err := cf.emulate(e); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 				e, err := engine.New(dev, o)
 				if err != nil {
 					t.Fatal(err)
 				}
+				emulate(e)
 				prepare(t, f, e)
 				var built []string
 				for _, p := range dev.Pipelines() {
@@ -65,6 +92,7 @@ func TestPlanMatchesEngine(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				emulate(pe)
 				plan := pe.Plan()
 				prepare(t, f, plan)
 				var listed []string

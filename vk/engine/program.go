@@ -305,8 +305,21 @@ func (p *program) refresh(c *actCopy, a *tensor, round func(s *vk.Sequence, dst,
 
 // productCoop records dst = w·x on the matrix units (prefill), on the f16
 // copy of x, rounding x first unless it was since its last write (the q, k
-// and v projections share one copy, as gate and up do).
+// and v projections share one copy, as gate and up do); or, where the
+// integer variant takes the weights, on the 8-bit copy of x, which the
+// kernel that wrote x may have filled as it went (q8Out).
 func (p *program) productCoop(d, m, a *tensor) {
+	if p.e.k.UseCoopInt8(m.typ, a.rows, a.cols) {
+		c := p.q8Copy(a)
+		if c == nil {
+			return
+		}
+		p.refresh(c, a, p.e.k.QuantizeQ8)
+		p.op(bindings(m.b, c.b), bindings(d.b), func() error {
+			return p.e.k.MatMulCoopInt8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.CoopInt8TileForShape(m.typ, m.rows, a.rows))
+		})
+		return
+	}
 	c := p.copyOf(p.f16, a, kernels.F16Bytes(a.rows, a.cols))
 	if c == nil {
 		return
@@ -320,13 +333,19 @@ func (p *program) productCoop(d, m, a *tensor) {
 // q8Out returns the 8-bit copy a kernel writing activation t should fill
 // as it goes, or nil where products take f32 activations: without the
 // integer path or weights that use it, for rows that are not whole blocks
-// of 32 values, or for a batch the cooperative-matrix products take (they
-// read an f16 copy).
+// of 32 values, or for a batch the cooperative-matrix products take in
+// f16 (their integer variant reads the 8-bit copy).
 func (p *program) q8Out(t *tensor) *actCopy {
-	if !p.e.q8Weights || !q8Able(t) || p.e.k.CoopTakes(t.rows, t.cols) {
+	if !p.e.q8Weights || !q8Able(t) || coopF16Takes(p.e.k, t) {
 		return nil
 	}
 	return p.q8Copy(t)
+}
+
+// coopF16Takes says whether the cooperative-matrix products take
+// activation t in f16, so that no product reads an 8-bit copy of it.
+func coopF16Takes(k *kernels.Kernels, t *tensor) bool {
+	return k.CoopTakes(t.rows, t.cols) && !k.CoopInt8Takes(t.rows, t.cols)
 }
 
 // q8Able says whether kernels can write activation t in the q8 layout as

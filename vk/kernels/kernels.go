@@ -200,6 +200,11 @@ type Kernels struct {
 	// CoopTiled is the cooperative-matrix product's tile (a tuning
 	// profile's); zero keeps the built-in choice (CoopTileFor).
 	CoopTiled CoopTile
+	// CoopInt8 runs the cooperative-matrix products whose weights
+	// HasCoopInt8 takes on the integer variant (MatMulCoopInt8: 8-bit
+	// activations, int8 fragments of the shape CoopMat.Int8); the engine
+	// sets it for --coopmat int8 and reads it (UseCoopInt8).
+	CoopInt8 bool
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).
