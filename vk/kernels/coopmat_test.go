@@ -415,3 +415,40 @@ func TestMatMulCoopInt8Accuracy(t *testing.T) {
 		})
 	}
 }
+
+func TestMatMulCoopInt8Rejects(t *testing.T) {
+	setup(t)
+	k := New(kern.dev) // checks only: nothing is run
+	k.CoopEmulated, k.CoopInt8 = true, true
+	t.Cleanup(k.Close)
+	k64 := New(kern.dev)
+	k64.CoopEmulated, k64.CoopInt8 = true, true
+	k64.CoopMat.Int8 = coopmat.Shape{M: 16, N: 16, K: 64}
+	t.Cleanup(k64.Close)
+	off := New(kern.dev)
+	t.Cleanup(off.Close)
+	b := buffer(t, 1<<20, nil)
+	bind := whole(b)
+	s := kern.dev.NewSequence()
+	defer s.Free()
+	tile := CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 256, KC: 32}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"f16 weights", k.MatMulCoopInt8(s, bind, bind, bind, quant.F16, 9, 16, 256, tile)},
+		{"off", off.MatMulCoopInt8(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, tile)},
+		{"K of 64", k64.MatMulCoopInt8(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, tile)},
+		{"partial run of Q6_K pieces", k.MatMulCoopInt8(s, bind, bind, bind, quant.Q6_K, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 64, KC: 32})},
+		{"chunk of 16", k.MatMulCoopInt8(s, bind, bind, bind, quant.Q8_0, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 32, KC: 16})},
+		{"shared memory", k.MatMulCoopInt8(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 256, BN: 16, WM: 16, WN: 16, BK: 256, KC: 32})},
+		{"short activations", k.MatMulCoopInt8(s, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256, tile)},
+		{"activations off 16 bytes", k.MatMulCoopInt8(s, bind, bind, vk.Binding{Buf: b, Off: 4}, quant.Q4_K, 9, 16, 256, tile)},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: accepted", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, c.err)
+		}
+	}
+}
