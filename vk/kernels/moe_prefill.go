@@ -35,17 +35,19 @@ func idShared(bn int) int { return 8 * bn }
 // hold most experts' pairs in one tile, so each expert's weights are
 // decoded once, and the subgroups skip the fragments past a tile's pairs
 // (matmul_coopmat.glsl), so the matrix units compute each expert's pairs
-// rounded up to a fragment's width, not to 64. 128 weight rows in parts of
-// 64x32 give 4 subgroups, 8 accumulators each; Q6_K needs 128 values a
-// step, which fits 48 KiB with 32-value activation chunks. The 64x64 tiles
-// fit 32 KiB (and the emulation's 4 fragments a subgroup); the last serves
-// devices smaller still. Not yet measured on a device with matrix units.
+// rounded up to a fragment's width, not to 64. Measured on the H200
+// (BenchmarkMoEPrefill -sweep, docs/KERNELS.md): 64-row tiles beat 128-row
+// ones on the 768x2048 and 2048x768 Q4_K experts (425 against 514 µs for
+// gate or up), and Q6_K, which needs 128 values a step, runs best on
+// 32x32 tiles (692 against 864 µs for down): small expert matrices need
+// many workgroups to fill the device. The 128-row tiles stay for devices
+// the first two do not fit.
 var moeCoopTiles = []CoopTile{
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 32, BN: 32, WM: 16, WN: 16, BK: 128, KC: 32},
 	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 64, KC: 64},
 	{BM: 128, BN: 64, WM: 64, WN: 32, BK: 128, KC: 32},
-	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32},
-	{BM: 32, BN: 32, WM: 16, WN: 16, BK: 128, KC: 32},
 }
 
 // MoECoopTile is the tile of the gathered cooperative-matrix product for
