@@ -83,6 +83,9 @@ layout(push_constant) uniform Push {
 #ifndef XBASE
 #define XBASE 0u // the first x row's place in x4 (matvec_id.glsl: the slot's)
 #endif
+#ifndef SLOT_W
+#define SLOT_W 1.0 // the weight of each row's sums (matvec_id.glsl's MOE_SUM: the slot's)
+#endif
 
 #include "dequant.glsl"
 
@@ -191,6 +194,11 @@ void main() {
     for (uint i = 0u; i < RED_N; i++) {
         red_v[i] = 0.0;
     }
+#ifdef MOE_SUM
+    // The token's slots in turn, into the same sums (matvec_id.glsl).
+    for (uint j = 0u; j < pc.k; j++) {
+        id_slot_set(id_token * pc.k + j);
+#endif
     for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
         for (uint u = 0u; u < UNROLL; u++) {
             uint sl = sl0 + u;
@@ -286,16 +294,28 @@ void main() {
 #endif
                         acc += A[g] * d + C[g] * xs[n * 4u + g];
                     }
-                    red_v[r * NCOLS + n] += acc;
+                    red_v[r * NCOLS + n] += SLOT_W * acc;
                 }
             }
         }
     }
+#ifdef MOE_SUM
+    }
+#endif
 
     wg_reduce(false);
 #ifdef STACK
     if (gl_LocalInvocationID.x == 0u) {
         stack_epilogue();
+    }
+#elif defined(MOE_SUM)
+    if (gl_LocalInvocationID.x == 0u) {
+        for (uint r = 0u; r < ROWS; r++) {
+            if (row0 + r < pc.M) {
+                uint i = id_token * pc.M + row0 + r;
+                dst[i] = red_v[r] + res[i]; // NCOLS is 1
+            }
+        }
     }
 #elif defined(MOE_ID)
     if (gl_LocalInvocationID.x == 0u) {

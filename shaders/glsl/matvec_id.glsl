@@ -10,15 +10,33 @@
 // s, ROWS rows each; a workgroup's slot and expert are uniform. An id out
 // of range (which route.comp never writes) is clamped to the last expert,
 // so a bad input can never read outside the binding.
+//
+// MOE_SUM (matvec_id_sum.comp) also mixes the slots into the residual, as
+// moe_sum.comp does after the plain variant: workgroups
+// [t·groups, (t+1)·groups) compute token t's rows for each of its k slots
+// in turn (the slot's expert uniform per pass), each lane adding
+// w_slot · its partial sums, so one reduction yields
+// sum_j w_j · (W_j · x_j) and lane 0 adds the residual and writes dst
+// once. That removes moe_sum's dispatch, its barrier and the slots'
+// outputs' round trip through memory. Against moe_sum's order (each slot
+// reduced, weighted, then summed) only the reduction is reassociated,
+// which a dot product's error bound already covers; the weights are a
+// convex mix (route.comp), so nothing cancels.
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 3) readonly buffer Ids { float ids[]; };
+#ifdef MOE_SUM
+layout(binding = 4) readonly buffer Mix { float mixw[]; }; // route's weights, a row per token
+// The residual: dst may be it, as matvec.glsl's RESID (each value is read
+// just before the invocation that reads it overwrites it).
+layout(binding = 5) readonly buffer R { float res[]; };
+#endif
 
 layout(push_constant) uniform Push {
     uint M;        // rows of one expert's matrix
     uint K;        // values per row
     uint rowBytes; // bytes per row
-    uint groups;   // workgroups per slot: ceil(M / ROWS)
+    uint groups;   // workgroups per slot (MOE_SUM: per token): ceil(M / ROWS)
     uint slots;    // N·k
     uint k;        // slots per token (x rows are per token unless xPerSlot)
     uint xPerSlot; // 1: x has a row per slot
@@ -29,18 +47,39 @@ uint row0;      // the workgroup's first row of its expert's matrix
 uint id_slot;   // its slot
 uint id_expert; // the slot's expert
 uint id_xbase;  // the slot's x row, in vec4s
+#ifdef MOE_SUM
+uint id_token; // the workgroup's token
+float id_w;    // its current slot's weight
+#define SLOT_W id_w
+#endif
 
 #define ROW_BASE(r) ((id_expert * pc.M + min(row0 + (r), pc.M - 1u)) * pc.rowBytes)
 #define XBASE id_xbase
 
-// id_rows sets the workgroup's slot, expert and rows; false if it has none.
+// id_slot_set makes slot s the workgroup's current one.
+void id_slot_set(uint s) {
+    id_slot = s;
+    id_expert = min(uint(ids[s]), pc.experts - 1u);
+    id_xbase = (pc.xPerSlot != 0u ? s : s / pc.k) * (pc.K / 4u);
+#ifdef MOE_SUM
+    id_w = mixw[s];
+#endif
+}
+
+// id_rows sets the workgroup's rows and (without MOE_SUM) its slot and
+// expert; false if it has none.
 bool id_rows(uint group) {
-    id_slot = group / pc.groups;
-    if (id_slot >= pc.slots) {
+#ifdef MOE_SUM
+    id_token = group / pc.groups;
+    if (id_token >= pc.slots / pc.k) {
         return false;
     }
+#else
+    if (group / pc.groups >= pc.slots) {
+        return false;
+    }
+    id_slot_set(group / pc.groups);
+#endif
     row0 = (group % pc.groups) * ROWS;
-    id_expert = min(uint(ids[id_slot]), pc.experts - 1u);
-    id_xbase = (pc.xPerSlot != 0u ? id_slot : id_slot / pc.k) * (pc.K / 4u);
     return true;
 }

@@ -448,5 +448,5 @@ func stackRoom(name string, size int64) int64 {
 
 // fuser returns the decode fusions' gatherer for programs of n tokens.
 func (e *Engine) fuser(n int, sameBuffer func(a, b *tensor) bool) fuser {
-	return fuser{k: e.k, on: (FuseStack | FuseRoPE | FuseGLU) &^ e.o.Unfuse, n: n, sameBuffer: sameBuffer}
+	return fuser{k: e.k, on: fuseAll &^ e.o.Unfuse, n: n, sameBuffer: sameBuffer}
 }

@@ -25,15 +25,22 @@ const (
 	// FuseGLU: the gated activation of gate and up, with its 8-bit copy,
 	// in their stacked dispatch (needs FuseStack).
 	FuseGLU
+	// FuseMoE: a mixture of experts' down product and the mix of its
+	// slots into the residual in one dispatch (kernels.MatVecIDSum)
+	// instead of matvec_id and moe_sum.
+	FuseMoE
+
+	// fuseAll is every fusion, the default.
+	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE
 )
 
 var fusionNames = []struct {
 	f    Fusion
 	name string
-}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}}
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}}
 
 // ParseFusions reads a comma-separated list of fusion names (stack, rope,
-// glu; "all" for every one; "" for none).
+// glu, moe; "all" for every one; "" for none).
 func ParseFusions(s string) (Fusion, error) {
 	var f Fusion
 	for _, name := range strings.Split(s, ",") {
@@ -42,7 +49,7 @@ func ParseFusions(s string) (Fusion, error) {
 			continue
 		}
 		if name == "all" {
-			f |= FuseStack | FuseRoPE | FuseGLU
+			f |= fuseAll
 			continue
 		}
 		found := false
@@ -52,7 +59,7 @@ func ParseFusions(s string) (Fusion, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu or all)", name)
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe or all)", name)
 		}
 	}
 	return f, nil
@@ -106,11 +113,52 @@ type fuser struct {
 	// the arena keeps a layer's weights together, see Engine.Weight; a
 	// plan has no buffers and assumes so).
 	sameBuffer func(a, b *tensor) bool
+	// expert is a decode expert product held for the op after it (FuseMoE),
+	// nil when none is.
+	expert *expertProduct
+}
+
+// expertProduct is a decode MatMulID, d = m_ids · a: held until the next
+// op, which records it unless it is MoESum of d, which takes it.
+type expertProduct struct {
+	d, m, a, id *tensor
+	experts     int
+}
+
+// holdExpert takes a decode expert product for a MoESum that may follow,
+// or says it cannot. Nothing else may be pending: ops are recorded in
+// order.
+func (f *fuser) holdExpert(d, m, a, id *tensor, experts int) bool {
+	if f.on&FuseMoE == 0 || id.rows > kernels.MaxMatVecCols || len(f.pending) > 0 || f.expert != nil {
+		return false
+	}
+	f.expert = &expertProduct{d: d, m: m, a: a, id: id, experts: experts}
+	return true
+}
+
+// sumExperts returns the held expert product that MoESum(d, y, w, r)
+// mixes, and forgets it; nil if none fits. Its slots' results then never
+// reach y: like the stacked products' gate and up under FuseGLU, an
+// expert product's result is read by the mix alone (model.build).
+func (f *fuser) sumExperts(d, y, w, r *tensor) *expertProduct {
+	e := f.expert
+	if e == nil || e.d != y || e.a == d || w.cols != e.id.cols || d.rows != e.id.rows || d.cols != e.d.cols || r.rows != d.rows || r.cols != d.cols {
+		return nil
+	}
+	f.expert = nil
+	return e
+}
+
+// takeExpert returns the held expert product (nil if none) and forgets it.
+func (f *fuser) takeExpert() *expertProduct {
+	e := f.expert
+	f.expert = nil
+	return e
 }
 
 // product takes dst = w·x into a pending fusion, or says it cannot.
 func (f *fuser) product(d, m, a *tensor) bool {
-	if f.on&FuseStack == 0 || a.rows > kernels.MaxMatVecCols || f.k.UseCoop(m.typ, a.rows, a.cols) || !isWeightType(m) {
+	if f.on&FuseStack == 0 || f.expert != nil || a.rows > kernels.MaxMatVecCols || f.k.UseCoop(m.typ, a.rows, a.cols) || !isWeightType(m) {
 		return false
 	}
 	q8 := f.k.UseQ8(m.typ)

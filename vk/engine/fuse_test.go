@@ -13,7 +13,8 @@ func TestParseFusions(t *testing.T) {
 		"":               0,
 		"stack":          engine.FuseStack,
 		" rope , glu ":   engine.FuseRoPE | engine.FuseGLU,
-		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU,
+		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE,
+		"moe":            engine.FuseMoE,
 		"glu,stack,glu,": engine.FuseStack | engine.FuseGLU,
 	} {
 		got, err := engine.ParseFusions(s)

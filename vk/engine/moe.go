@@ -67,18 +67,32 @@ func (p *program) MatMulID(dst, w, x, ids backend.Tensor) {
 		p.fail(err)
 		return
 	}
-	// The kernel reads at most one expert per slot: that is the range the
-	// profile's waterfall counts, not the whole stack the binding spans.
-	chosen := m.b
-	if rb, err := m.typ.RowBytes(m.cols); err == nil {
-		chosen.Size = int64(min(d.rows, experts)) * int64(d.cols) * int64(rb)
-	}
 	if id.rows > kernels.MaxMatVecCols {
-		p.productID(d, m, a, id, experts, chosen)
+		p.productID(d, m, a, id, experts, chosen(d, m, experts))
 		return
 	}
-	p.op(bindings(chosen, a.b, id.b), bindings(d.b), func() error {
-		return p.e.k.MatVecID(p.seq, d.b, m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, experts, d.cols, m.cols)
+	if p.fz.holdExpert(d, m, a, id, experts) {
+		return
+	}
+	p.matVecID(&expertProduct{d: d, m: m, a: a, id: id, experts: experts})
+}
+
+// chosen is the range of the experts m that a product into d's slots
+// reads, at most one expert per slot: what the profile's waterfall
+// counts, not the whole stack the binding spans.
+func chosen(d, m *tensor, experts int) vk.Binding {
+	c := m.b
+	if rb, err := m.typ.RowBytes(m.cols); err == nil {
+		c.Size = int64(min(d.rows, experts)) * int64(d.cols) * int64(rb)
+	}
+	return c
+}
+
+// matVecID records a decode expert product on its own.
+func (p *program) matVecID(e *expertProduct) {
+	d, m, a, id := e.d, e.m, e.a, e.id
+	p.op(bindings(chosen(d, m, e.experts), a.b, id.b), bindings(d.b), func() error {
+		return p.e.k.MatVecID(p.seq, d.b, m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols)
 	})
 }
 
@@ -157,12 +171,20 @@ func (p *program) sorted(s *kernels.Sorted, id *tensor, bn int) bool {
 }
 
 func (p *program) MoESum(dst, y, weights, r backend.Tensor) {
-	p.flush()
 	d, ys, w, res := act(dst), act(y), act(weights), act(r)
 	if err := checkMoESum(d, ys, w, res); err != nil {
+		p.flush()
 		p.fail(err)
 		return
 	}
+	if e := p.fz.sumExperts(d, ys, w, res); e != nil {
+		m, a, id := e.m, e.a, e.id
+		p.op(bindings(chosen(e.d, m, e.experts), a.b, id.b, w.b, res.b), bindings(d.b), func() error {
+			return p.e.k.MatVecIDSum(p.seq, d.b, m.b, a.b, id.b, w.b, res.b, m.typ, id.rows, id.cols, a.rows, e.experts, d.cols, m.cols)
+		})
+		return
+	}
+	p.flush()
 	p.op(bindings(ys.b, w.b, res.b), bindings(d.b), func() error {
 		return p.e.k.MoESum(p.seq, d.b, ys.b, w.b, res.b, d.rows, d.cols, w.cols)
 	})
@@ -190,8 +212,9 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 	}
 	k, experts := o.pl.e.k, o.routed[id]
 	if id.rows <= kernels.MaxMatVecCols {
-		o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", experts, d.cols, m.cols, m.typ, k.MatVec), 0, k.MatVecIDSpec(m.typ, k.MatVec))
-		o.wrote(d)
+		if !o.fz.holdExpert(d, m, a, id, experts) {
+			o.matVecID(&expertProduct{d: d, m: m, a: a, id: id, experts: experts})
+		}
 		return
 	}
 	o.add(fmt.Sprintf("moe_sort %d experts", experts), 0, k.MoESortSpec())
@@ -215,13 +238,27 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 	o.wrote(d)
 }
 
+// matVecID is program.matVecID.
+func (o *planOps) matVecID(e *expertProduct) {
+	k := o.pl.e.k
+	o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", e.experts, e.d.cols, e.m.cols, e.m.typ, k.MatVec), 0, k.MatVecIDSpec(e.m.typ, k.MatVec))
+	o.wrote(e.d)
+}
+
 func (o *planOps) MoESum(dst, y, weights, r backend.Tensor) {
-	o.flush()
 	d := act(dst)
 	if err := checkMoESum(d, act(y), act(weights), act(r)); err != nil {
+		o.flush()
 		o.fail(err)
 		return
 	}
+	if e := o.fz.sumExperts(d, act(y), act(weights), act(r)); e != nil {
+		k := o.pl.e.k
+		o.add(fmt.Sprintf("matvec_id_sum %d experts of %dx%d %s %s", e.experts, d.cols, e.m.cols, e.m.typ, k.MatVec), 0, k.MatVecIDSumSpec(e.m.typ, k.MatVec))
+		o.wrote(d)
+		return
+	}
+	o.flush()
 	o.add(fmt.Sprintf("moe_sum %d", d.cols), 0, o.pl.e.k.MoESumSpec())
 	o.wrote(d)
 }

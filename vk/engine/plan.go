@@ -509,6 +509,9 @@ func (o *planOps) flush() {
 			}
 		}
 	}
+	if e := o.fz.takeExpert(); e != nil {
+		o.matVecID(e)
+	}
 }
 
 // stackOp names a stacked product by its matrices, shape and epilogues,

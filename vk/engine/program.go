@@ -709,10 +709,13 @@ func (p *program) Close() {
 	p.owned = nil
 }
 
-// flush records the pending fusions.
+// flush records the pending fusions and the held expert product.
 func (p *program) flush() {
 	for _, fu := range p.fz.take() {
 		p.recordFusion(fu)
+	}
+	if e := p.fz.takeExpert(); e != nil {
+		p.matVecID(e)
 	}
 }
 

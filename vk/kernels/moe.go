@@ -64,46 +64,12 @@ func (k *Kernels) MatVecID(s *vk.Sequence, dst, w, x, ids vk.Binding, t quant.Ty
 // matrix-vector kernel's).
 func (k *Kernels) MatVecIDWith(s *vk.Sequence, dst, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) error {
 	const name = "matvec_id"
-	if err := positive(name, slots, topK, experts); err != nil {
-		return err
-	}
-	perSlot := xRows == slots
-	if !perSlot && (slots%topK != 0 || xRows != slots/topK) {
-		return fmt.Errorf("kernels: %s: %d x rows for %d slots of %d per token", name, xRows, slots, topK)
-	}
-	if err := positive(name, experts, rows); err != nil { // weight rows
-		return err
-	}
-	rb, err := weightRow(name, t, experts*rows, K)
+	push, err := k.idProduct(name, w, x, ids, t, slots, topK, xRows, experts, rows, K, sh)
 	if err != nil {
-		return err
-	}
-	if K%4 != 0 {
-		return fmt.Errorf("kernels: %s: rows of %d values: need a multiple of 4 (x is read as vec4)", name, K)
-	}
-	if err := positive(name, slots, rows); err != nil { // dst indices
-		return err
-	}
-	if err := positive(name, xRows, K); err != nil { // x indices
 		return err
 	}
 	if err := need(name+" dst", dst, f32(slots*rows)); err != nil {
 		return err
-	}
-	if err := need(name+" weights", w, round4(int64(experts)*int64(rows)*int64(rb))); err != nil {
-		return err
-	}
-	if err := need(name+" x", x, f32(xRows*K)); err != nil {
-		return err
-	}
-	if err := need(name+" ids", ids, f32(slots)); err != nil {
-		return err
-	}
-	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
-		return fmt.Errorf("kernels: %s: shape %+v", name, sh)
-	}
-	if w.Off%16 != 0 { // read as 16-byte words, as matvec
-		return fmt.Errorf("kernels: %s: weights at offset %d: need a multiple of 16", name, w.Off)
 	}
 	groups := ceil(rows, sh.Rows)
 	if err := positive(name, groups, slots); err != nil { // workgroup indices
@@ -115,16 +81,109 @@ func (k *Kernels) MatVecIDWith(s *vk.Sequence, dst, w, x, ids vk.Binding, t quan
 	}
 	gx, gy := k.grid(groups * slots)
 	s.Label(fmt.Sprintf("%d experts of %dx%d %s, %d slots", experts, rows, K, t, slots))
-	s.Dispatch(p, []vk.Binding{dst, w, x, ids},
-		vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups), uint32(slots), uint32(topK), b32(perSlot), uint32(experts)),
-		gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, w, x, ids}, vk.Push(push...), gx, gy, 1)
 	return nil
+}
+
+// idProduct checks the operands matvec_id.glsl's variants share (all but
+// dst) and returns their push constants.
+func (k *Kernels) idProduct(name string, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) ([]any, error) {
+	if err := positive(name, slots, topK, experts); err != nil {
+		return nil, err
+	}
+	perSlot := xRows == slots
+	if !perSlot && (slots%topK != 0 || xRows != slots/topK) {
+		return nil, fmt.Errorf("kernels: %s: %d x rows for %d slots of %d per token", name, xRows, slots, topK)
+	}
+	if err := positive(name, experts, rows); err != nil { // weight rows
+		return nil, err
+	}
+	rb, err := weightRow(name, t, experts*rows, K)
+	if err != nil {
+		return nil, err
+	}
+	if K%4 != 0 {
+		return nil, fmt.Errorf("kernels: %s: rows of %d values: need a multiple of 4 (x is read as vec4)", name, K)
+	}
+	if err := positive(name, slots, rows); err != nil { // dst indices
+		return nil, err
+	}
+	if err := positive(name, xRows, K); err != nil { // x indices
+		return nil, err
+	}
+	if err := need(name+" weights", w, round4(int64(experts)*int64(rows)*int64(rb))); err != nil {
+		return nil, err
+	}
+	if err := need(name+" x", x, f32(xRows*K)); err != nil {
+		return nil, err
+	}
+	if err := need(name+" ids", ids, f32(slots)); err != nil {
+		return nil, err
+	}
+	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
+		return nil, fmt.Errorf("kernels: %s: shape %+v", name, sh)
+	}
+	if w.Off%16 != 0 { // read as 16-byte words, as matvec
+		return nil, fmt.Errorf("kernels: %s: weights at offset %d: need a multiple of 16", name, w.Off)
+	}
+	return []any{uint32(rows), uint32(K), uint32(rb), uint32(ceil(rows, sh.Rows)), uint32(slots), uint32(topK), b32(perSlot), uint32(experts)}, nil
 }
 
 // MatVecIDSpec is the pipeline MatVecIDWith builds for weights of type t
 // in shape sh.
 func (k *Kernels) MatVecIDSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
 	return spec("matvec_id", 4, 32, sh.Wave,
+		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
+}
+
+// MatVecIDSum records matvec_id_sum.comp: MatVecID for tokens·topK slots
+// followed by MoESum in one dispatch, dst[t] = (Σ_j weights[t][j] ·
+// W_ids[t·topK+j] · x_slot) + r[t] for each of tokens rows of rows values
+// (x and xRows as MatVecID's); dst may be r. The shape is k.MatVec's.
+func (k *Kernels) MatVecIDSum(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int) error {
+	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.MatVec)
+}
+
+// MatVecIDSumWith is MatVecIDSum in shape sh.
+func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int, sh MatVecShape) error {
+	const name = "matvec_id_sum"
+	if err := positive(name, tokens, topK); err != nil {
+		return err
+	}
+	if err := positive(name, tokens*topK, rows); err != nil { // weights and dst indices
+		return err
+	}
+	if err := need(name+" weights", weights, f32(tokens*topK)); err != nil {
+		return err
+	}
+	if err := need(name+" residual", r, f32(tokens*rows)); err != nil {
+		return err
+	}
+	push, err := k.idProduct(name, w, x, ids, t, tokens*topK, topK, xRows, experts, rows, K, sh)
+	if err != nil {
+		return err
+	}
+	if err := need(name+" dst", dst, f32(tokens*rows)); err != nil {
+		return err
+	}
+	groups := ceil(rows, sh.Rows)
+	if err := positive(name, groups*tokens); err != nil { // workgroup indices
+		return err
+	}
+	p, err := k.pipeline(k.MatVecIDSumSpec(t, sh))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(groups * tokens)
+	s.Label(fmt.Sprintf("%d experts of %dx%d %s, %d tokens of %d, summed", experts, rows, K, t, tokens, topK))
+	s.Dispatch(p, []vk.Binding{dst, w, x, ids, weights, r}, vk.Push(push...), gx, gy, 1)
+	return nil
+}
+
+// MatVecIDSumSpec is the pipeline MatVecIDSumWith builds for weights of
+// type t in shape sh.
+func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
+	return spec("matvec_id_sum", 6, 32, sh.Wave,
 		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
 }
 

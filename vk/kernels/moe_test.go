@@ -123,6 +123,96 @@ func TestMatVecID(t *testing.T) {
 	}
 }
 
+// TestMatVecIDSum checks the summed expert product against float64: each
+// token's slots' products by the dequantized experts, weighted and added
+// to the residual. Every weight type; 1 to 8 tokens of k = 1, 2 and 8
+// slots among 9 experts; every expert chosen, one taking all, random
+// choices and an id out of range (clamped); x per token and per slot; dst
+// the residual and a buffer of its own; rows that leave the last
+// workgroup partial; two shapes.
+func TestMatVecIDSum(t *testing.T) {
+	k := setup(t)
+	const experts = 9
+	choices := []struct {
+		name   string
+		choose func(r *rand.Rand, s int) int
+	}{
+		{"all", func(_ *rand.Rand, s int) int { return s % experts }},
+		{"one", func(*rand.Rand, int) int { return 4 }},
+		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
+		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
+	}
+	shapes := []MatVecShape{k.MatVec, {32, 3, 2, 0}}
+	i := 0
+	for _, qt := range WeightTypes {
+		for _, topK := range []int{1, 2, 8} {
+			c := choices[i%len(choices)]
+			n := 1 + (i*3)%8
+			perSlot, alias := i%2 == 0, (i+i/3)%2 == 0
+			sh := shapes[i%len(shapes)]
+			rows := []int{7, 33, 1, 12}[i%4]
+			K := kFor(qt)[i%2]
+			i++
+			t.Run(fmt.Sprintf("%s/k%d/%s/perslot=%v/alias=%v/n%d/%dx%d/%s", qt, topK, c.name, perSlot, alias, n, rows, K, sh), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(i), 17))
+				raw, deq := quantized(t, r, qt, experts*rows, K)
+				slots := n * topK
+				xRows := n
+				if perSlot {
+					xRows = slots
+				}
+				x := normals(r, xRows*K, 1)
+				res := normals(r, n*rows, 3)
+				ids, mix := make([]float32, slots), make([]float32, slots)
+				for s := range ids {
+					ids[s] = float32(c.choose(r, s))
+					mix[s] = r.Float32()
+				}
+				const wOff = 256
+				wb := buffer(t, wOff+int64(len(raw)), nil)
+				if err := wb.Write(wOff, pad4(raw)); err != nil {
+					t.Fatal(err)
+				}
+				xb, ib, mb, rb := floatBuffer(t, x), floatBuffer(t, ids), floatBuffer(t, mix), floatBuffer(t, res)
+				db := rb
+				if !alias {
+					db = buffer(t, f32(n*rows), nil)
+				}
+				run(t, func(s *vk.Sequence) error {
+					return k.MatVecIDSumWith(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(xb), whole(ib), whole(mb), whole(rb),
+						qt, n, topK, xRows, experts, rows, K, sh)
+				})
+				// Each slot's dot product errs by up to dotTol(K) of its
+				// sum |w*x|; weighting, the k-term sum and the residual
+				// add round k+1 times more, relative to the weighted sums
+				// of magnitudes and |r|.
+				want, scale := make([]float64, n*rows), make([]float64, n*rows)
+				for tok := range n {
+					for row := range rows {
+						v, a := float64(res[tok*rows+row]), math.Abs(float64(res[tok*rows+row]))
+						for j := range topK {
+							s := tok*topK + j
+							e := min(int(ids[s]), experts-1)
+							xr := tok
+							if perSlot {
+								xr = s
+							}
+							d, m := matRef(deq[(e*rows+row)*K:(e*rows+row+1)*K], x[xr*K:(xr+1)*K], 1, 1, K)
+							v += float64(mix[s]) * d[0]
+							a += float64(mix[s]) * m[0]
+						}
+						want[tok*rows+row], scale[tok*rows+row] = v, a
+					}
+				}
+				compare(t, "dst", read(t, db, 0, n*rows), want, scale, dotTol(K)+float64(topK+1)*eps32)
+			})
+		}
+	}
+	if err := k.MatVecIDSum(nil, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, quant.F32, 2, 2, 3, 2, 1, 4); err == nil {
+		t.Error("3 x rows for 2 tokens of 2 slots recorded")
+	}
+}
+
 // TestMoESum checks moe_sum.comp against the formula in float64, with dst
 // the residual and a buffer of its own.
 func TestMoESum(t *testing.T) {
