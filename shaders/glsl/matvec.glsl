@@ -317,6 +317,15 @@ void main() {
             }
         }
     }
+#elif defined(MOE_GLU)
+    if (gl_LocalInvocationID.x == 0u) {
+        const uint RH = ROWS / 2u;
+        for (uint r = 0u; r < RH; r++) {
+            if (row0 + r < pc.M) {
+                dst[id_slot * pc.M + row0 + r] = glu_act(GLU_ACT, vec4(red_v[r])).x * red_v[r + RH]; // NCOLS is 1
+            }
+        }
+    }
 #elif defined(MOE_ID)
     if (gl_LocalInvocationID.x == 0u) {
         for (uint r = 0u; r < ROWS; r++) {

@@ -22,9 +22,21 @@
 // reduced, weighted, then summed) only the reduction is reassociated,
 // which a dot product's error bound already covers; the weights are a
 // convex mix (route.comp), so nothing cancels.
+//
+// MOE_GLU (matvec_id_glu.comp) computes a slot's gate and up products and
+// their gated activation in one dispatch, as matvec_stack.glsl's GATED
+// does for dense FFNs: the binding spans both experts' stacks (gate's at
+// byte wg, up's at wu), a workgroup takes ROWS/2 rows of the slot's gate
+// expert and the same rows of its up expert, and lane 0 writes
+// act(gate)·up (GLU_ACT: glu.glsl's) as the slot's row of dst. One
+// matvec_id and the activation's dispatch and barrier fewer.
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 3) readonly buffer Ids { float ids[]; };
+#ifdef MOE_GLU
+layout(constant_id = 7) const uint GLU_ACT = 0; // glu.glsl's GLU_SILU or GLU_GELU
+#include "glu.glsl"
+#endif
 #ifdef MOE_SUM
 layout(binding = 4) readonly buffer Mix { float mixw[]; }; // route's weights, a row per token
 // The residual: dst may be it, as matvec.glsl's RESID (each value is read
@@ -36,11 +48,14 @@ layout(push_constant) uniform Push {
     uint M;        // rows of one expert's matrix
     uint K;        // values per row
     uint rowBytes; // bytes per row
-    uint groups;   // workgroups per slot (MOE_SUM: per token): ceil(M / ROWS)
+    uint groups;   // workgroups per slot (MOE_SUM: per token): ceil(M / ROWS) (MOE_GLU: ROWS/2)
     uint slots;    // N·k
     uint k;        // slots per token (x rows are per token unless xPerSlot)
     uint xPerSlot; // 1: x has a row per slot
     uint experts;  // E
+#ifdef MOE_GLU
+    uint wg, wu;   // byte offsets of the gate and up experts in the binding
+#endif
 } pc;
 
 uint row0;      // the workgroup's first row of its expert's matrix
@@ -53,7 +68,13 @@ float id_w;    // its current slot's weight
 #define SLOT_W id_w
 #endif
 
+#ifdef MOE_GLU
+// Rows r < ROWS/2 are gate's, the rest the same rows of up.
+#define ROW_BASE(r) ((r) < ROWS / 2u ? pc.wg + (id_expert * pc.M + min(row0 + (r), pc.M - 1u)) * pc.rowBytes \
+                                     : pc.wu + (id_expert * pc.M + min(row0 + (r) - ROWS / 2u, pc.M - 1u)) * pc.rowBytes)
+#else
 #define ROW_BASE(r) ((id_expert * pc.M + min(row0 + (r), pc.M - 1u)) * pc.rowBytes)
+#endif
 #define XBASE id_xbase
 
 // id_slot_set makes slot s the workgroup's current one.
@@ -80,6 +101,10 @@ bool id_rows(uint group) {
     }
     id_slot_set(group / pc.groups);
 #endif
+#ifdef MOE_GLU
+    row0 = (group % pc.groups) * (ROWS / 2u);
+#else
     row0 = (group % pc.groups) * ROWS;
+#endif
     return true;
 }

@@ -29,18 +29,22 @@ const (
 	// slots into the residual in one dispatch (kernels.MatVecIDSum)
 	// instead of matvec_id and moe_sum.
 	FuseMoE
+	// FuseMoEGLU: a mixture of experts' gate and up products and their
+	// gated activation in one dispatch (kernels.MatVecIDGLU) instead of
+	// two matvec_id and the activation's.
+	FuseMoEGLU
 
 	// fuseAll is every fusion, the default.
-	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE
+	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU
 )
 
 var fusionNames = []struct {
 	f    Fusion
 	name string
-}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}}
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}}
 
 // ParseFusions reads a comma-separated list of fusion names (stack, rope,
-// glu, moe; "all" for every one; "" for none).
+// glu, moe, moeglu; "all" for every one; "" for none).
 func ParseFusions(s string) (Fusion, error) {
 	var f Fusion
 	for _, name := range strings.Split(s, ",") {
@@ -59,7 +63,7 @@ func ParseFusions(s string) (Fusion, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe or all)", name)
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu or all)", name)
 		}
 	}
 	return f, nil
@@ -118,21 +122,50 @@ type fuser struct {
 	expert *expertProduct
 }
 
-// expertProduct is a decode MatMulID, d = m_ids · a: held until the next
-// op, which records it unless it is MoESum of d, which takes it.
+// expertProduct is a decode MatMulID, d = m_ids · a: held until an op
+// that does not take it records it. MoESum of d takes it (FuseMoE); a
+// second product of the same activations and ids (gate's up) joins it,
+// and then the gated activation of the two takes both (FuseMoEGLU).
 type expertProduct struct {
 	d, m, a, id *tensor
 	experts     int
+	up          *expertProduct // the joined product, or nil
+	glu         *kernels.GLU   // with up: act(d)·up.d goes to gdst
+	gdst        *tensor
 }
 
-// holdExpert takes a decode expert product for a MoESum that may follow,
+// holdExpert takes a decode expert product for the ops that may follow,
 // or says it cannot. Nothing else may be pending: ops are recorded in
 // order.
 func (f *fuser) holdExpert(d, m, a, id *tensor, experts int) bool {
-	if f.on&FuseMoE == 0 || id.rows > kernels.MaxMatVecCols || len(f.pending) > 0 || f.expert != nil {
+	if id.rows > kernels.MaxMatVecCols || len(f.pending) > 0 {
 		return false
 	}
-	f.expert = &expertProduct{d: d, m: m, a: a, id: id, experts: experts}
+	e := &expertProduct{d: d, m: m, a: a, id: id, experts: experts}
+	if g := f.expert; g != nil {
+		if f.on&FuseMoEGLU == 0 || g.up != nil || g.a != a || g.id != id || g.experts != experts || g.m.typ != m.typ ||
+			g.m.rows != m.rows || g.m.cols != m.cols || g.d == a || d == a || g.d == d || !f.sameBuffer(g.m, m) {
+			return false
+		}
+		g.up = e
+		return true
+	}
+	if f.on&(FuseMoE|FuseMoEGLU) == 0 {
+		return false
+	}
+	f.expert = e
+	return true
+}
+
+// gatedExperts takes dst = act(gate)·up where gate and up are the held
+// pair of expert products.
+func (f *fuser) gatedExperts(g kernels.GLU, d, gate, up *tensor) bool {
+	e := f.expert
+	if e == nil || e.up == nil || e.glu != nil || e.d != gate || e.up.d != up || d == e.a ||
+		d.rows != gate.rows || d.cols != gate.cols || up.rows != gate.rows || up.cols != gate.cols {
+		return false
+	}
+	e.glu, e.gdst = &g, d
 	return true
 }
 
@@ -142,7 +175,7 @@ func (f *fuser) holdExpert(d, m, a, id *tensor, experts int) bool {
 // expert product's result is read by the mix alone (model.build).
 func (f *fuser) sumExperts(d, y, w, r *tensor) *expertProduct {
 	e := f.expert
-	if e == nil || e.d != y || e.a == d || w.cols != e.id.cols || d.rows != e.id.rows || d.cols != e.d.cols || r.rows != d.rows || r.cols != d.cols {
+	if e == nil || f.on&FuseMoE == 0 || e.up != nil || e.d != y || e.a == d || w.cols != e.id.cols || d.rows != e.id.rows || d.cols != e.d.cols || r.rows != d.rows || r.cols != d.cols {
 		return nil
 	}
 	f.expert = nil

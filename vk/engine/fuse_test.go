@@ -13,8 +13,8 @@ func TestParseFusions(t *testing.T) {
 		"":               0,
 		"stack":          engine.FuseStack,
 		" rope , glu ":   engine.FuseRoPE | engine.FuseGLU,
-		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE,
-		"moe":            engine.FuseMoE,
+		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE | engine.FuseMoEGLU,
+		"moe,moeglu":     engine.FuseMoE | engine.FuseMoEGLU,
 		"glu,stack,glu,": engine.FuseStack | engine.FuseGLU,
 	} {
 		got, err := engine.ParseFusions(s)

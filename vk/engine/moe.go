@@ -60,13 +60,17 @@ func (p *program) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
 }
 
 func (p *program) MatMulID(dst, w, x, ids backend.Tensor) {
-	p.flush()
 	d, m, a, id := act(dst), act(w), act(x), act(ids)
 	experts := p.routed[id]
 	if err := checkMatMulID(d, m, a, id, experts); err != nil {
+		p.flush()
 		p.fail(err)
 		return
 	}
+	if p.fz.holdExpert(d, m, a, id, experts) {
+		return
+	}
+	p.flush()
 	if id.rows > kernels.MaxMatVecCols {
 		p.productID(d, m, a, id, experts, chosen(d, m, experts))
 		return
@@ -88,12 +92,23 @@ func chosen(d, m *tensor, experts int) vk.Binding {
 	return c
 }
 
-// matVecID records a decode expert product on its own.
+// matVecID records a held decode expert product: with its joined up
+// product and their gated activation in one dispatch, or each product on
+// its own.
 func (p *program) matVecID(e *expertProduct) {
 	d, m, a, id := e.d, e.m, e.a, e.id
+	if u := e.up; u != nil && e.glu != nil {
+		p.op(bindings(chosen(d, m, e.experts), chosen(u.d, u.m, e.experts), a.b, id.b), bindings(e.gdst.b), func() error {
+			return p.e.k.MatVecIDGLU(p.seq, *e.glu, e.gdst.b, m.b, u.m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols)
+		})
+		return
+	}
 	p.op(bindings(chosen(d, m, e.experts), a.b, id.b), bindings(d.b), func() error {
 		return p.e.k.MatVecID(p.seq, d.b, m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols)
 	})
+	if e.up != nil {
+		p.matVecID(e.up)
+	}
 }
 
 // productID records a prefill batch's expert product packed by expert on
@@ -204,13 +219,17 @@ func (o *planOps) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
 }
 
 func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
-	o.flush()
 	d, m, a, id := act(dst), act(w), act(x), act(ids)
 	if err := checkMatMulID(d, m, a, id, o.routed[id]); err != nil {
+		o.flush()
 		o.fail(err)
 		return
 	}
 	k, experts := o.pl.e.k, o.routed[id]
+	if o.fz.holdExpert(d, m, a, id, experts) {
+		return
+	}
+	o.flush()
 	if id.rows <= kernels.MaxMatVecCols {
 		if !o.fz.holdExpert(d, m, a, id, experts) {
 			o.matVecID(&expertProduct{d: d, m: m, a: a, id: id, experts: experts})
@@ -241,8 +260,17 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 // matVecID is program.matVecID.
 func (o *planOps) matVecID(e *expertProduct) {
 	k := o.pl.e.k
+	if e.up != nil && e.glu != nil {
+		sh := k.IDGLUShape()
+		o.add(fmt.Sprintf("matvec_id_glu %d experts of %dx%d %s %s %s", e.experts, e.d.cols, e.m.cols, e.m.typ, *e.glu, sh), 0, k.MatVecIDGLUSpec(e.m.typ, *e.glu, sh))
+		o.wrote(e.gdst)
+		return
+	}
 	o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", e.experts, e.d.cols, e.m.cols, e.m.typ, k.MatVec), 0, k.MatVecIDSpec(e.m.typ, k.MatVec))
 	o.wrote(e.d)
+	if e.up != nil {
+		o.matVecID(e.up)
+	}
 }
 
 func (o *planOps) MoESum(dst, y, weights, r backend.Tensor) {

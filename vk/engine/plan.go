@@ -434,6 +434,9 @@ func (o *planOps) SwiGLU(dst, gate, up backend.Tensor) { o.gated(kernels.SwiGLU,
 // gated is program.gated.
 func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 	d, a, u := act(dst), act(gate), act(up)
+	if o.fz.gatedExperts(g, d, a, u) {
+		return
+	}
 	if o.fz.gated(g, d, a, u, o.q8Out(d)) {
 		return
 	}

@@ -533,6 +533,9 @@ func (p *program) SwiGLU(dst, gate, up backend.Tensor) { p.gated(kernels.SwiGLU,
 // gated records dst = act(gate) * up, the gated FFN activation g.
 func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 	d, a, u := act(dst), act(gate), act(up)
+	if p.fz.gatedExperts(g, d, a, u) {
+		return
+	}
 	if p.fz.gated(g, d, a, u, p.q8Out(d) != nil) {
 		return
 	}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
@@ -185,6 +186,79 @@ func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.
 func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
 	return spec("matvec_id_sum", 6, 32, sh.Wave,
 		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
+}
+
+// MatVecIDGLU records matvec_id_glu.comp: the two products MatVecID
+// would record for the experts' gate and up matrices (wGate, wUp: stacks
+// of experts matrices of rows × K, in one buffer) and dst[slot] =
+// act(gate_slot) · up_slot, act being g's, in one dispatch. The shape is
+// k.MatVec's with an even row count (IDGLUShape).
+func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int) error {
+	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape())
+}
+
+// IDGLUShape is the shape MatVecIDGLU uses: k.MatVec with Rows raised to
+// an even count (a workgroup computes Rows/2 rows of gate and of up).
+func (k *Kernels) IDGLUShape() MatVecShape {
+	sh := k.MatVec
+	sh.Rows = ceil(sh.Rows, 2) * 2
+	return sh
+}
+
+// MatVecIDGLUWith is MatVecIDGLU in shape sh (Rows even).
+func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) error {
+	const name = "matvec_id_glu"
+	if err := g.check(); err != nil {
+		return err
+	}
+	if sh.Rows < 2 || sh.Rows%2 != 0 {
+		return fmt.Errorf("kernels: %s: shape %v: gate beside up needs an even row count", name, sh)
+	}
+	push, err := k.idProduct(name, wGate, x, ids, t, slots, topK, xRows, experts, rows, K, sh)
+	if err != nil {
+		return err
+	}
+	if _, err := k.idProduct(name, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, sh); err != nil {
+		return err
+	}
+	if wUp.Buf != wGate.Buf {
+		return fmt.Errorf("kernels: %s: the up experts are in another buffer than the gate experts", name)
+	}
+	// One binding spans both stacks, each addressed by its offset in it.
+	size := round4(int64(experts) * int64(rows) * int64(push[2].(uint32)))
+	lo := min(wGate.Off, wUp.Off)
+	hi := max(wGate.Off, wUp.Off) + size
+	if hi-lo > math.MaxUint32 {
+		return fmt.Errorf("kernels: %s: the gate and up experts span %d bytes, more than 32-bit offsets reach", name, hi-lo)
+	}
+	if err := need(name+" dst", dst, f32(slots*rows)); err != nil {
+		return err
+	}
+	groups := ceil(rows, sh.Rows/2)
+	if err := positive(name, groups*slots); err != nil { // workgroup indices
+		return err
+	}
+	push[3] = uint32(groups)
+	p, err := k.pipeline(k.MatVecIDGLUSpec(t, g, sh))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(groups * slots)
+	s.Label(fmt.Sprintf("%d experts of %dx%d %s, %d slots, %s", experts, rows, K, t, slots, g))
+	s.Dispatch(p, []vk.Binding{dst, {Buf: wGate.Buf, Off: lo, Size: hi - lo}, x, ids},
+		vk.Push(append(push, uint32(wGate.Off-lo), uint32(wUp.Off-lo))...), gx, gy, 1)
+	return nil
+}
+
+// MatVecIDGLUSpec is the pipeline MatVecIDGLUWith builds for weights of
+// type t, activation g and shape sh.
+func (k *Kernels) MatVecIDGLUSpec(t quant.Type, g GLU, sh MatVecShape) vk.PipelineSpec {
+	act := uint32(0) // glu.glsl's GLU_SILU
+	if g == GeGLU {
+		act = 1 // GLU_GELU
+	}
+	return spec("matvec_id_glu", 4, 40, sh.Wave,
+		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0, act)
 }
 
 // MoESum records moe_sum.comp: dst[i] = (Σ_j weights[i][j]·y[i·topK+j]) +

@@ -213,6 +213,118 @@ func TestMatVecIDSum(t *testing.T) {
 	}
 }
 
+// TestMatVecIDGLU checks the gated expert product against float64: each
+// slot's gate and up products by its dequantized experts and act(gate)·up,
+// silu and gelu. Every weight type; 1 to 8 tokens of k = 1, 2 and 8 slots
+// among 9 experts (every expert chosen, one taking all, random, clamped);
+// x per token and per slot; up's stack before or after gate's in the
+// buffer; rows that leave the last workgroup partial; three shapes.
+func TestMatVecIDGLU(t *testing.T) {
+	k := setup(t)
+	const experts = 9
+	choices := []struct {
+		name   string
+		choose func(r *rand.Rand, s int) int
+	}{
+		{"all", func(_ *rand.Rand, s int) int { return s % experts }},
+		{"one", func(*rand.Rand, int) int { return 4 }},
+		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
+		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
+	}
+	shapes := []MatVecShape{k.IDGLUShape(), {32, 2, 2, 0}, {16, 6, 1, 0}}
+	i := 0
+	for _, qt := range WeightTypes {
+		for _, topK := range []int{1, 2, 8} {
+			c := choices[i%len(choices)]
+			g := []GLU{SwiGLU, GeGLU}[(i/3)%2]
+			n := 1 + (i*5)%8
+			perSlot, upFirst := i%2 == 0, (i+i/3)%2 == 0
+			sh := shapes[i%len(shapes)]
+			rows := []int{7, 33, 1, 12}[i%4]
+			K := kFor(qt)[i%2]
+			i++
+			t.Run(fmt.Sprintf("%s/%s/k%d/%s/perslot=%v/upfirst=%v/n%d/%dx%d/%s", qt, g, topK, c.name, perSlot, upFirst, n, rows, K, sh), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(i), 19))
+				rawG, deqG := quantized(t, r, qt, experts*rows, K)
+				rawU, deqU := quantized(t, r, qt, experts*rows, K)
+				slots := n * topK
+				xRows := n
+				if perSlot {
+					xRows = slots
+				}
+				x := normals(r, xRows*K, 1)
+				ids := make([]float32, slots)
+				for s := range ids {
+					ids[s] = float32(c.choose(r, s))
+				}
+				// Both stacks in one buffer, 16-byte aligned, 256 bytes in.
+				first, second := pad4(rawG), pad4(rawU)
+				if upFirst {
+					first, second = second, first
+				}
+				off1 := int64(256)
+				off2 := (off1 + int64(len(first)) + 15) / 16 * 16
+				wb := buffer(t, off2+int64(len(second)), nil)
+				if err := wb.Write(off1, first); err != nil {
+					t.Fatal(err)
+				}
+				if err := wb.Write(off2, second); err != nil {
+					t.Fatal(err)
+				}
+				wg, wu := vk.Binding{Buf: wb, Off: off1}, vk.Binding{Buf: wb, Off: off2}
+				if upFirst {
+					wg, wu = wu, wg
+				}
+				xb, ib := floatBuffer(t, x), floatBuffer(t, ids)
+				db := buffer(t, f32(slots*rows), nil)
+				run(t, func(s *vk.Sequence) error {
+					return k.MatVecIDGLUWith(s, g, whole(db), wg, wu, whole(xb), whole(ib), qt, slots, topK, xRows, experts, rows, K, sh)
+				})
+				want, tol := make([]float64, slots*rows), make([]float64, slots*rows)
+				for s := range slots {
+					e := min(int(ids[s]), experts-1)
+					xr := s
+					if !perSlot {
+						xr = s / topK
+					}
+					xs := x[xr*K : (xr+1)*K]
+					gate, gScale := matRef(deqG[e*rows*K:(e+1)*rows*K], xs, 1, rows, K)
+					up, uScale := matRef(deqU[e*rows*K:(e+1)*rows*K], xs, 1, rows, K)
+					for row := range rows {
+						act, y := gluRef(g, gate[row])
+						i := s*rows + row
+						want[i] = act * up[row]
+						// As TestMatVecStackGated: act'(g) is at most about 1.1
+						// (silu) or 1.13 (gelu).
+						tol[i] = dotTol(K)*(1.2*gScale[row]*math.Abs(up[row])+math.Abs(act)*uScale[row]) +
+							1e-5*math.Abs(want[i])*max(1, math.Abs(y)/10) + 1e-30
+					}
+				}
+				compare(t, "act(gate)*up", read(t, db, 0, slots*rows), want, tol, 1)
+			})
+		}
+	}
+	w := buffer(t, 1<<12, nil)
+	other := buffer(t, 1<<12, nil)
+	for name, rec := range map[string]func() error{
+		"two buffers": func() error {
+			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(other), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4)
+		},
+		"odd rows": func() error {
+			return k.MatVecIDGLUWith(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, MatVecShape{32, 3, 1, 0})
+		},
+		"unknown activation": func() error {
+			return k.MatVecIDGLU(nil, GLU(7), whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4)
+		},
+	} {
+		if err := rec(); err == nil {
+			t.Errorf("%s: recorded", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+}
+
 // TestMoESum checks moe_sum.comp against the formula in float64, with dst
 // the residual and a buffer of its own.
 func TestMoESum(t *testing.T) {
