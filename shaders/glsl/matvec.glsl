@@ -83,6 +83,10 @@ layout(push_constant) uniform Push {
 #ifndef XBASE
 #define XBASE 0u // the first x row's place in x4 (matvec_id.glsl: the slot's)
 #endif
+#ifndef Q8ROW
+#define Q8ROW 0u      // Q8X: the first x row (matvec_id.glsl: the slot's)
+#define Q8ROWS NCOLS  // Q8X: the rows the q8 layout holds, before its scales
+#endif
 #ifndef SLOT_W
 #define SLOT_W 1.0 // the weight of each row's sums (matvec_id.glsl's MOE_SUM: the slot's)
 #endif
@@ -221,7 +225,7 @@ void main() {
             float xsc[NCOLS * 4u], xs[NCOLS * 4u];
             for (uint n = 0u; n < NCOLS; n++) {
                 for (uint g = 0u; g < NG; g++) {
-                    uint v = n * pc.K + k0 + slice_val(s, g); // a multiple of 4 * GV
+                    uint v = (Q8ROW + n) * pc.K + k0 + slice_val(s, g); // a multiple of 4 * GV
                     if (GV == 8u) {
                         uvec4 w0 = xq4[v / 16u], w1 = xq4[v / 16u + 1u];
                         for (uint i = 0u; i < 4u; i++) {
@@ -242,7 +246,7 @@ void main() {
                     for (uint i = 0u; i < GV; i++) {
                         sum += sdot4(xv[n * 8u + g * GV + i], 0x01010101u);
                     }
-                    float d = xd[NCOLS * pc.K / 4u + v / 32u];
+                    float d = xd[Q8ROWS * pc.K / 4u + v / 32u];
                     xsc[n * 4u + g] = d;
                     xs[n * 4u + g] = d * float(sum);
                 }

@@ -29,7 +29,9 @@
 // byte wg, up's at wu), a workgroup takes ROWS/2 rows of the slot's gate
 // expert and the same rows of its up expert, and lane 0 writes
 // act(gate)·up (GLU_ACT: glu.glsl's) as the slot's row of dst. One
-// matvec_id and the activation's dispatch and barrier fewer.
+// matvec_id and the activation's dispatch and barrier fewer. Its Q8X
+// module (matvec_id_glu_q8.comp) reads x in 8 bits, the q8 copy that
+// ffn_norm writes as it goes.
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 3) readonly buffer Ids { float ids[]; };
@@ -61,7 +63,8 @@ layout(push_constant) uniform Push {
 uint row0;      // the workgroup's first row of its expert's matrix
 uint id_slot;   // its slot
 uint id_expert; // the slot's expert
-uint id_xbase;  // the slot's x row, in vec4s
+uint id_xrow;   // the slot's x row
+uint id_xbase;  // the same, in vec4s of f32 rows
 #ifdef MOE_SUM
 uint id_token; // the workgroup's token
 float id_w;    // its current slot's weight
@@ -76,12 +79,16 @@ float id_w;    // its current slot's weight
 #define ROW_BASE(r) ((id_expert * pc.M + min(row0 + (r), pc.M - 1u)) * pc.rowBytes)
 #endif
 #define XBASE id_xbase
+// Q8X: x in the q8 layout (quantize_q8.comp), its rows per slot or token.
+#define Q8ROW id_xrow
+#define Q8ROWS (pc.xPerSlot != 0u ? pc.slots : pc.slots / pc.k)
 
 // id_slot_set makes slot s the workgroup's current one.
 void id_slot_set(uint s) {
     id_slot = s;
     id_expert = min(uint(ids[s]), pc.experts - 1u);
-    id_xbase = (pc.xPerSlot != 0u ? s : s / pc.k) * (pc.K / 4u);
+    id_xrow = pc.xPerSlot != 0u ? s : s / pc.k;
+    id_xbase = id_xrow * (pc.K / 4u);
 #ifdef MOE_SUM
     id_w = mixw[s];
 #endif

@@ -98,8 +98,19 @@ func chosen(d, m *tensor, experts int) vk.Binding {
 func (p *program) matVecID(e *expertProduct) {
 	d, m, a, id := e.d, e.m, e.a, e.id
 	if u := e.up; u != nil && e.glu != nil {
-		p.op(bindings(chosen(d, m, e.experts), chosen(u.d, u.m, e.experts), a.b, id.b), bindings(e.gdst.b), func() error {
-			return p.e.k.MatVecIDGLU(p.seq, *e.glu, e.gdst.b, m.b, u.m.b, a.b, id.b, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols)
+		// x in 8 bits where the weights take them: the copy ffn_norm
+		// wrote as it went, or rounded here.
+		x, q8 := a.b, p.e.k.UseQ8(m.typ) && q8Able(a)
+		if q8 {
+			c := p.q8Copy(a)
+			if c == nil {
+				return
+			}
+			p.refresh(c, a, p.e.k.QuantizeQ8)
+			x = c.b
+		}
+		p.op(bindings(chosen(d, m, e.experts), chosen(u.d, u.m, e.experts), x, id.b), bindings(e.gdst.b), func() error {
+			return p.e.k.MatVecIDGLU(p.seq, *e.glu, e.gdst.b, m.b, u.m.b, x, id.b, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols, q8)
 		})
 		return
 	}
@@ -261,8 +272,17 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 func (o *planOps) matVecID(e *expertProduct) {
 	k := o.pl.e.k
 	if e.up != nil && e.glu != nil {
-		sh := k.IDGLUShape()
-		o.add(fmt.Sprintf("matvec_id_glu %d experts of %dx%d %s %s %s", e.experts, e.d.cols, e.m.cols, e.m.typ, *e.glu, sh), 0, k.MatVecIDGLUSpec(e.m.typ, *e.glu, sh))
+		q8 := k.UseQ8(e.m.typ) && q8Able(e.a)
+		name := "matvec_id_glu"
+		if q8 {
+			name += "_q8"
+			if !o.q8[e.a] {
+				o.add(fmt.Sprintf("quantize_q8 %d", e.a.cols), 0, k.QuantizeQ8Spec())
+				o.q8[e.a] = true
+			}
+		}
+		sh := k.IDGLUShape(q8, e.d.cols, e.m.cols)
+		o.add(fmt.Sprintf("%s %d experts of %dx%d %s %s %s", name, e.experts, e.d.cols, e.m.cols, e.m.typ, *e.glu, sh), 0, k.MatVecIDGLUSpec(e.m.typ, *e.glu, sh, q8))
 		o.wrote(e.gdst)
 		return
 	}

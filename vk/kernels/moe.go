@@ -65,7 +65,7 @@ func (k *Kernels) MatVecID(s *vk.Sequence, dst, w, x, ids vk.Binding, t quant.Ty
 // matrix-vector kernel's).
 func (k *Kernels) MatVecIDWith(s *vk.Sequence, dst, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) error {
 	const name = "matvec_id"
-	push, err := k.idProduct(name, w, x, ids, t, slots, topK, xRows, experts, rows, K, sh)
+	push, err := k.idProduct(name, w, x, ids, t, slots, topK, xRows, experts, rows, K, sh, false)
 	if err != nil {
 		return err
 	}
@@ -87,8 +87,8 @@ func (k *Kernels) MatVecIDWith(s *vk.Sequence, dst, w, x, ids vk.Binding, t quan
 }
 
 // idProduct checks the operands matvec_id.glsl's variants share (all but
-// dst) and returns their push constants.
-func (k *Kernels) idProduct(name string, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) ([]any, error) {
+// dst; x in the q8 layout with q8) and returns their push constants.
+func (k *Kernels) idProduct(name string, w, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape, q8 bool) ([]any, error) {
 	if err := positive(name, slots, topK, experts); err != nil {
 		return nil, err
 	}
@@ -115,7 +115,20 @@ func (k *Kernels) idProduct(name string, w, x, ids vk.Binding, t quant.Type, slo
 	if err := need(name+" weights", w, round4(int64(experts)*int64(rows)*int64(rb))); err != nil {
 		return nil, err
 	}
-	if err := need(name+" x", x, f32(xRows*K)); err != nil {
+	xSize := f32(xRows * K)
+	if q8 {
+		if !HasQ8(t) {
+			return nil, fmt.Errorf("kernels: %s: 8-bit activations with weights of type %s: %w", name, t, quant.ErrUnsupported)
+		}
+		if !k.info.IntegerDot {
+			return nil, fmt.Errorf("kernels: %s: the device lacks the integer dot product feature", name)
+		}
+		if err := vec4Aligned(name, x); err != nil {
+			return nil, err
+		}
+		xSize = Q8Bytes(xRows, K)
+	}
+	if err := need(name+" x", x, xSize); err != nil {
 		return nil, err
 	}
 	if err := need(name+" ids", ids, f32(slots)); err != nil {
@@ -160,7 +173,7 @@ func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.
 	if err := need(name+" residual", r, f32(tokens*rows)); err != nil {
 		return err
 	}
-	push, err := k.idProduct(name, w, x, ids, t, tokens*topK, topK, xRows, experts, rows, K, sh)
+	push, err := k.idProduct(name, w, x, ids, t, tokens*topK, topK, xRows, experts, rows, K, sh, false)
 	if err != nil {
 		return err
 	}
@@ -192,33 +205,42 @@ func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec 
 // would record for the experts' gate and up matrices (wGate, wUp: stacks
 // of experts matrices of rows × K, in one buffer) and dst[slot] =
 // act(gate_slot) · up_slot, act being g's, in one dispatch. The shape is
-// k.MatVec's with an even row count (IDGLUShape).
-func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int) error {
-	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape())
+// shape IDGLUShape's. With q8, x is in the q8 layout (QuantizeQ8, the
+// 8-bit copy rms_norm writes) and meets quantized weights in integer dot
+// products (matvec_id_glu_q8.comp; Kernels.UseQ8).
+func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, q8 bool) error {
+	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape(q8, rows, K), q8)
 }
 
-// IDGLUShape is the shape MatVecIDGLU uses: k.MatVec with Rows raised to
-// an even count (a workgroup computes Rows/2 rows of gate and of up).
-func (k *Kernels) IDGLUShape() MatVecShape {
+// IDGLUShape is the shape MatVecIDGLU uses for rows × K experts: k.MatVec,
+// or with q8 k.MatVecQ8For's, with Rows raised to an even count (a
+// workgroup computes Rows/2 rows of gate and of up).
+func (k *Kernels) IDGLUShape(q8 bool, rows, K int) MatVecShape {
 	sh := k.MatVec
+	if q8 {
+		sh = k.MatVecQ8For(2*rows, K)
+	}
 	sh.Rows = ceil(sh.Rows, 2) * 2
 	return sh
 }
 
 // MatVecIDGLUWith is MatVecIDGLU in shape sh (Rows even).
-func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape) error {
-	const name = "matvec_id_glu"
+func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape, q8 bool) error {
+	name := "matvec_id_glu"
+	if q8 {
+		name += "_q8"
+	}
 	if err := g.check(); err != nil {
 		return err
 	}
 	if sh.Rows < 2 || sh.Rows%2 != 0 {
 		return fmt.Errorf("kernels: %s: shape %v: gate beside up needs an even row count", name, sh)
 	}
-	push, err := k.idProduct(name, wGate, x, ids, t, slots, topK, xRows, experts, rows, K, sh)
+	push, err := k.idProduct(name, wGate, x, ids, t, slots, topK, xRows, experts, rows, K, sh, q8)
 	if err != nil {
 		return err
 	}
-	if _, err := k.idProduct(name, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, sh); err != nil {
+	if _, err := k.idProduct(name, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, sh, q8); err != nil {
 		return err
 	}
 	if wUp.Buf != wGate.Buf {
@@ -239,7 +261,7 @@ func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids
 		return err
 	}
 	push[3] = uint32(groups)
-	p, err := k.pipeline(k.MatVecIDGLUSpec(t, g, sh))
+	p, err := k.pipeline(k.MatVecIDGLUSpec(t, g, sh, q8))
 	if err != nil {
 		return err
 	}
@@ -251,13 +273,17 @@ func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids
 }
 
 // MatVecIDGLUSpec is the pipeline MatVecIDGLUWith builds for weights of
-// type t, activation g and shape sh.
-func (k *Kernels) MatVecIDGLUSpec(t quant.Type, g GLU, sh MatVecShape) vk.PipelineSpec {
+// type t, activation g, shape sh and x in 8 bits or not.
+func (k *Kernels) MatVecIDGLUSpec(t quant.Type, g GLU, sh MatVecShape, q8 bool) vk.PipelineSpec {
 	act := uint32(0) // glu.glsl's GLU_SILU
 	if g == GeGLU {
 		act = 1 // GLU_GELU
 	}
-	return spec("matvec_id_glu", 4, 40, sh.Wave,
+	name := "matvec_id_glu"
+	if q8 {
+		name += "_q8"
+	}
+	return spec(name, 4, 40, sh.Wave,
 		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0, act)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/internal/moeref"
@@ -218,7 +219,9 @@ func TestMatVecIDSum(t *testing.T) {
 // silu and gelu. Every weight type; 1 to 8 tokens of k = 1, 2 and 8 slots
 // among 9 experts (every expert chosen, one taking all, random, clamped);
 // x per token and per slot; up's stack before or after gate's in the
-// buffer; rows that leave the last workgroup partial; three shapes.
+// buffer; rows that leave the last workgroup partial; three shapes; x in
+// f32 and, for the quantized types, in 8 bits (the integer dot products,
+// against the rounded values; on a device without them, the refusal).
 func TestMatVecIDGLU(t *testing.T) {
 	k := setup(t)
 	const experts = 9
@@ -231,90 +234,106 @@ func TestMatVecIDGLU(t *testing.T) {
 		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
 		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
 	}
-	shapes := []MatVecShape{k.IDGLUShape(), {32, 2, 2, 0}, {16, 6, 1, 0}}
 	i := 0
 	for _, qt := range WeightTypes {
-		for _, topK := range []int{1, 2, 8} {
-			c := choices[i%len(choices)]
-			g := []GLU{SwiGLU, GeGLU}[(i/3)%2]
-			n := 1 + (i*5)%8
-			perSlot, upFirst := i%2 == 0, (i+i/3)%2 == 0
-			sh := shapes[i%len(shapes)]
-			rows := []int{7, 33, 1, 12}[i%4]
-			K := kFor(qt)[i%2]
-			i++
-			t.Run(fmt.Sprintf("%s/%s/k%d/%s/perslot=%v/upfirst=%v/n%d/%dx%d/%s", qt, g, topK, c.name, perSlot, upFirst, n, rows, K, sh), func(t *testing.T) {
-				r := rand.New(rand.NewPCG(uint64(i), 19))
-				rawG, deqG := quantized(t, r, qt, experts*rows, K)
-				rawU, deqU := quantized(t, r, qt, experts*rows, K)
-				slots := n * topK
-				xRows := n
-				if perSlot {
-					xRows = slots
-				}
-				x := normals(r, xRows*K, 1)
-				ids := make([]float32, slots)
-				for s := range ids {
-					ids[s] = float32(c.choose(r, s))
-				}
-				// Both stacks in one buffer, 16-byte aligned, 256 bytes in.
-				first, second := pad4(rawG), pad4(rawU)
-				if upFirst {
-					first, second = second, first
-				}
-				off1 := int64(256)
-				off2 := (off1 + int64(len(first)) + 15) / 16 * 16
-				wb := buffer(t, off2+int64(len(second)), nil)
-				if err := wb.Write(off1, first); err != nil {
-					t.Fatal(err)
-				}
-				if err := wb.Write(off2, second); err != nil {
-					t.Fatal(err)
-				}
-				wg, wu := vk.Binding{Buf: wb, Off: off1}, vk.Binding{Buf: wb, Off: off2}
-				if upFirst {
-					wg, wu = wu, wg
-				}
-				xb, ib := floatBuffer(t, x), floatBuffer(t, ids)
-				db := buffer(t, f32(slots*rows), nil)
-				run(t, func(s *vk.Sequence) error {
-					return k.MatVecIDGLUWith(s, g, whole(db), wg, wu, whole(xb), whole(ib), qt, slots, topK, xRows, experts, rows, K, sh)
+		for _, q8 := range []bool{false, true} {
+			if q8 && !HasQ8(qt) {
+				continue
+			}
+			for _, topK := range []int{1, 2, 8} {
+				c := choices[i%len(choices)]
+				g := []GLU{SwiGLU, GeGLU}[(i/3+i/6)%2]
+				n := 1 + (i*5)%8
+				perSlot, upFirst := i%2 == 0, (i+i/3)%2 == 0
+				rows := []int{7, 33, 1, 12}[i%4]
+				K := kFor(qt)[i%2]
+				sh := []MatVecShape{k.IDGLUShape(q8, rows, K), {32, 2, 2, 0}, {16, 6, 1, 0}}[i%3]
+				i++
+				t.Run(fmt.Sprintf("%s/q8=%v/%s/k%d/%s/perslot=%v/upfirst=%v/n%d/%dx%d/%s", qt, q8, g, topK, c.name, perSlot, upFirst, n, rows, K, sh), func(t *testing.T) {
+					r := rand.New(rand.NewPCG(uint64(i), 19))
+					rawG, deqG := quantized(t, r, qt, experts*rows, K)
+					rawU, deqU := quantized(t, r, qt, experts*rows, K)
+					slots := n * topK
+					xRows := n
+					if perSlot {
+						xRows = slots
+					}
+					ids := make([]float32, slots)
+					for s := range ids {
+						ids[s] = float32(c.choose(r, s))
+					}
+					if q8 && !k.info.IntegerDot {
+						xb := whole(buffer(t, Q8Bytes(xRows, K), nil))
+						err := k.MatVecIDGLUWith(nil, g, xb, xb, xb, xb, xb, qt, slots, topK, xRows, experts, rows, K, sh, q8)
+						if err == nil || !strings.Contains(err.Error(), "integer dot product") {
+							t.Fatalf("8-bit activations without the integer dot product: %v", err)
+						}
+						t.Logf("no integer dot product: %v", err)
+						return
+					}
+					xb, x := stackX(t, k, r, xRows, K, q8)
+					// Both stacks in one buffer, 16-byte aligned, 256 bytes in.
+					first, second := pad4(rawG), pad4(rawU)
+					if upFirst {
+						first, second = second, first
+					}
+					off1 := int64(256)
+					off2 := (off1 + int64(len(first)) + 15) / 16 * 16
+					wb := buffer(t, off2+int64(len(second)), nil)
+					if err := wb.Write(off1, first); err != nil {
+						t.Fatal(err)
+					}
+					if err := wb.Write(off2, second); err != nil {
+						t.Fatal(err)
+					}
+					wg, wu := vk.Binding{Buf: wb, Off: off1}, vk.Binding{Buf: wb, Off: off2}
+					if upFirst {
+						wg, wu = wu, wg
+					}
+					ib := floatBuffer(t, ids)
+					db := buffer(t, f32(slots*rows), nil)
+					run(t, func(s *vk.Sequence) error {
+						return k.MatVecIDGLUWith(s, g, whole(db), wg, wu, xb, whole(ib), qt, slots, topK, xRows, experts, rows, K, sh, q8)
+					})
+					want, tol := make([]float64, slots*rows), make([]float64, slots*rows)
+					for s := range slots {
+						e := min(int(ids[s]), experts-1)
+						xr := s
+						if !perSlot {
+							xr = s / topK
+						}
+						xs := x[xr*K : (xr+1)*K]
+						gate, gScale := matRef(deqG[e*rows*K:(e+1)*rows*K], xs, 1, rows, K)
+						up, uScale := matRef(deqU[e*rows*K:(e+1)*rows*K], xs, 1, rows, K)
+						for row := range rows {
+							act, y := gluRef(g, gate[row])
+							i := s*rows + row
+							want[i] = act * up[row]
+							// As TestMatVecStackGated: act'(g) is at most about 1.1
+							// (silu) or 1.13 (gelu).
+							tol[i] = dotTol(K)*(1.2*gScale[row]*math.Abs(up[row])+math.Abs(act)*uScale[row]) +
+								1e-5*math.Abs(want[i])*max(1, math.Abs(y)/10) + 1e-30
+						}
+					}
+					compare(t, "act(gate)*up", read(t, db, 0, slots*rows), want, tol, 1)
 				})
-				want, tol := make([]float64, slots*rows), make([]float64, slots*rows)
-				for s := range slots {
-					e := min(int(ids[s]), experts-1)
-					xr := s
-					if !perSlot {
-						xr = s / topK
-					}
-					xs := x[xr*K : (xr+1)*K]
-					gate, gScale := matRef(deqG[e*rows*K:(e+1)*rows*K], xs, 1, rows, K)
-					up, uScale := matRef(deqU[e*rows*K:(e+1)*rows*K], xs, 1, rows, K)
-					for row := range rows {
-						act, y := gluRef(g, gate[row])
-						i := s*rows + row
-						want[i] = act * up[row]
-						// As TestMatVecStackGated: act'(g) is at most about 1.1
-						// (silu) or 1.13 (gelu).
-						tol[i] = dotTol(K)*(1.2*gScale[row]*math.Abs(up[row])+math.Abs(act)*uScale[row]) +
-							1e-5*math.Abs(want[i])*max(1, math.Abs(y)/10) + 1e-30
-					}
-				}
-				compare(t, "act(gate)*up", read(t, db, 0, slots*rows), want, tol, 1)
-			})
+			}
 		}
 	}
 	w := buffer(t, 1<<12, nil)
 	other := buffer(t, 1<<12, nil)
 	for name, rec := range map[string]func() error{
 		"two buffers": func() error {
-			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(other), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4)
+			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(other), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, false)
 		},
 		"odd rows": func() error {
-			return k.MatVecIDGLUWith(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, MatVecShape{32, 3, 1, 0})
+			return k.MatVecIDGLUWith(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, MatVecShape{32, 3, 1, 0}, false)
 		},
 		"unknown activation": func() error {
-			return k.MatVecIDGLU(nil, GLU(7), whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4)
+			return k.MatVecIDGLU(nil, GLU(7), whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, false)
+		},
+		"8-bit activations with float weights": func() error {
+			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 32, true)
 		},
 	} {
 		if err := rec(); err == nil {
