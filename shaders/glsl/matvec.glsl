@@ -329,6 +329,7 @@ void main() {
                 dst[id_slot * pc.M + row0 + r] = glu_act(GLU_ACT, vec4(red_v[r])).x * red_v[r + RH]; // NCOLS is 1
             }
         }
+        glu_q8();
     }
 #elif defined(MOE_ID)
     if (gl_LocalInvocationID.x == 0u) {

@@ -31,13 +31,29 @@
 // act(gate)·up (GLU_ACT: glu.glsl's) as the slot's row of dst. One
 // matvec_id and the activation's dispatch and barrier fewer. Its Q8X
 // module (matvec_id_glu_q8.comp) reads x in 8 bits, the q8 copy that
-// ffn_norm writes as it goes.
+// ffn_norm writes as it goes. With GLU_Q8 it also writes the q8 copy of
+// its output (q8.glsl) for the down product, as matvec_stack.glsl's
+// GATED_Q8: a 32-value block of a slot's row takes the 32/(ROWS/2)
+// workgroups that computed its rows; each counts itself done on the
+// block's counter (binding 5) once its values are out, and the last one
+// rounds the block and resets the counter for the next dispatch.
 
+#ifdef MOE_GLU
+// Read back by the last workgroup of a block with GLU_Q8.
+layout(binding = 0) coherent buffer Dst { float dst[]; };
+#else
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
+#endif
 layout(binding = 3) readonly buffer Ids { float ids[]; };
 #ifdef MOE_GLU
+#extension GL_KHR_memory_scope_semantics : require
 layout(constant_id = 7) const uint GLU_ACT = 0; // glu.glsl's GLU_SILU or GLU_GELU
+layout(constant_id = 8) const bool GLU_Q8 = false;
+layout(binding = 4) writeonly buffer Q8W { uint q8w[]; };
+layout(binding = 4) writeonly buffer Q8F { float q8f[]; };
+layout(binding = 5) coherent buffer Counts { uint counts[]; };
 #include "glu.glsl"
+#include "q8.glsl"
 #endif
 #ifdef MOE_SUM
 layout(binding = 4) readonly buffer Mix { float mixw[]; }; // route's weights, a row per token
@@ -115,3 +131,29 @@ bool id_rows(uint group) {
 #endif
     return true;
 }
+
+#ifdef MOE_GLU
+// glu_q8 writes, with GLU_Q8, the q8 blocks the workgroup finishes (lane
+// 0, after its rows of dst are written). M is a multiple of 32 and ROWS/2
+// divides 32 (the Go side checks), so the rows lie in one block.
+void glu_q8() {
+    if (!GLU_Q8) {
+        return;
+    }
+    uint blk = (id_slot * pc.M + row0) / 32u;
+    if (atomicAdd(counts[blk], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease) !=
+        64u / ROWS - 1u) {
+        return;
+    }
+    vec4 v[8];
+    for (uint i = 0u; i < 8u; i++) {
+        uint at = 32u * blk + 4u * i;
+        v[i] = vec4(dst[at], dst[at + 1u], dst[at + 2u], dst[at + 3u]);
+    }
+    q8_store(blk, pc.slots * pc.M / 32u, v);
+    // Every workgroup of the block has counted and none will again in this
+    // dispatch; a plain store leaves the counter at zero for the next one,
+    // which a barrier separates from this.
+    counts[blk] = 0u;
+}
+#endif

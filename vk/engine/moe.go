@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
@@ -81,6 +82,29 @@ func (p *program) MatMulID(dst, w, x, ids backend.Tensor) {
 	p.matVecID(&expertProduct{d: d, m: m, a: a, id: id, experts: experts})
 }
 
+// expertX returns the activations a fused expert product of weights of
+// type t reads: a in 8 bits where the device takes them for t (the copy
+// the kernel that wrote a filled as it went, or rounded here), else a.
+func (p *program) expertX(a *tensor, t quant.Type) (vk.Binding, bool) {
+	if !p.e.k.UseQ8(t) || !q8Able(a) {
+		return a.b, false
+	}
+	c := p.q8Copy(a)
+	if c == nil {
+		return vk.Binding{}, false
+	}
+	p.refresh(c, a, p.e.k.QuantizeQ8)
+	return c.b, true
+}
+
+// gluQ8Out says whether the fused gate and up product of e (x in 8 bits
+// or not) can write its output's q8 copy: whole blocks of 32 values, and
+// half the shape's rows dividing 32 (kernels.MatVecIDGLU).
+func gluQ8Out(k *kernels.Kernels, e *expertProduct, q8 bool) bool {
+	sh := k.IDGLUShape(q8, e.d.cols, e.m.cols)
+	return e.d.cols%32 == 0 && 32%(sh.Rows/2) == 0
+}
+
 // chosen is the range of the experts m that a product into d's slots
 // reads, at most one expert per slot: what the profile's waterfall
 // counts, not the whole stack the binding spans.
@@ -100,18 +124,27 @@ func (p *program) matVecID(e *expertProduct) {
 	if u := e.up; u != nil && e.glu != nil {
 		// x in 8 bits where the weights take them: the copy ffn_norm
 		// wrote as it went, or rounded here.
-		x, q8 := a.b, p.e.k.UseQ8(m.typ) && q8Able(a)
-		if q8 {
-			c := p.q8Copy(a)
-			if c == nil {
-				return
-			}
-			p.refresh(c, a, p.e.k.QuantizeQ8)
-			x = c.b
+		x, q8 := p.expertX(a, m.typ)
+		if p.err != nil {
+			return
 		}
-		p.op(bindings(chosen(d, m, e.experts), chosen(u.d, u.m, e.experts), x, id.b), bindings(e.gdst.b), func() error {
-			return p.e.k.MatVecIDGLU(p.seq, *e.glu, e.gdst.b, m.b, u.m.b, x, id.b, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols, q8)
+		// And the output's 8-bit copy for the down product, where the
+		// kernel can write it.
+		writes := bindings(e.gdst.b)
+		var out *actCopy
+		var q8Out *vk.Binding
+		if gluQ8Out(p.e.k, e, q8) {
+			if out = p.q8Out(e.gdst); out != nil {
+				q8Out = &out.b
+				writes = append(writes, out.b)
+			}
+		}
+		p.op(bindings(chosen(d, m, e.experts), chosen(u.d, u.m, e.experts), x, id.b), writes, func() error {
+			return p.e.k.MatVecIDGLU(p.seq, *e.glu, e.gdst.b, m.b, u.m.b, x, id.b, q8Out, m.typ, d.rows, id.cols, a.rows, e.experts, d.cols, m.cols, q8)
 		})
+		if out != nil {
+			out.fresh = true
+		}
 		return
 	}
 	p.op(bindings(chosen(d, m, e.experts), a.b, id.b), bindings(d.b), func() error {
@@ -205,8 +238,12 @@ func (p *program) MoESum(dst, y, weights, r backend.Tensor) {
 	}
 	if e := p.fz.sumExperts(d, ys, w, res); e != nil {
 		m, a, id := e.m, e.a, e.id
-		p.op(bindings(chosen(e.d, m, e.experts), a.b, id.b, w.b, res.b), bindings(d.b), func() error {
-			return p.e.k.MatVecIDSum(p.seq, d.b, m.b, a.b, id.b, w.b, res.b, m.typ, id.rows, id.cols, a.rows, e.experts, d.cols, m.cols)
+		x, q8 := p.expertX(a, m.typ)
+		if p.err != nil {
+			return
+		}
+		p.op(bindings(chosen(e.d, m, e.experts), x, id.b, w.b, res.b), bindings(d.b), func() error {
+			return p.e.k.MatVecIDSum(p.seq, d.b, m.b, x, id.b, w.b, res.b, m.typ, id.rows, id.cols, a.rows, e.experts, d.cols, m.cols, q8)
 		})
 		return
 	}
@@ -268,22 +305,39 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 	o.wrote(d)
 }
 
+// expertX is program.expertX: whether the fused expert product of weights
+// of type t reads a in 8 bits, listing the rounding where no kernel wrote
+// the copy since a's last write.
+func (o *planOps) expertX(a *tensor, t quant.Type) bool {
+	k := o.pl.e.k
+	if !k.UseQ8(t) || !q8Able(a) {
+		return false
+	}
+	if !o.q8[a] {
+		o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec())
+		o.q8[a] = true
+	}
+	return true
+}
+
 // matVecID is program.matVecID.
 func (o *planOps) matVecID(e *expertProduct) {
 	k := o.pl.e.k
 	if e.up != nil && e.glu != nil {
-		q8 := k.UseQ8(e.m.typ) && q8Able(e.a)
+		q8 := o.expertX(e.a, e.m.typ)
 		name := "matvec_id_glu"
 		if q8 {
 			name += "_q8"
-			if !o.q8[e.a] {
-				o.add(fmt.Sprintf("quantize_q8 %d", e.a.cols), 0, k.QuantizeQ8Spec())
-				o.q8[e.a] = true
-			}
 		}
 		sh := k.IDGLUShape(q8, e.d.cols, e.m.cols)
-		o.add(fmt.Sprintf("%s %d experts of %dx%d %s %s %s", name, e.experts, e.d.cols, e.m.cols, e.m.typ, *e.glu, sh), 0, k.MatVecIDGLUSpec(e.m.typ, *e.glu, sh, q8))
 		o.wrote(e.gdst)
+		q8Out := gluQ8Out(k, e, q8) && o.q8Out(e.gdst)
+		op := fmt.Sprintf("%s %d experts of %dx%d %s %s %s", name, e.experts, e.d.cols, e.m.cols, e.m.typ, *e.glu, sh)
+		if q8Out {
+			op += " +q8"
+			o.q8[e.gdst] = true
+		}
+		o.add(op, 0, k.MatVecIDGLUSpec(e.m.typ, *e.glu, sh, q8, q8Out))
 		return
 	}
 	o.add(fmt.Sprintf("matvec_id %d experts of %dx%d %s %s", e.experts, e.d.cols, e.m.cols, e.m.typ, k.MatVec), 0, k.MatVecIDSpec(e.m.typ, k.MatVec))
@@ -302,7 +356,13 @@ func (o *planOps) MoESum(dst, y, weights, r backend.Tensor) {
 	}
 	if e := o.fz.sumExperts(d, act(y), act(weights), act(r)); e != nil {
 		k := o.pl.e.k
-		o.add(fmt.Sprintf("matvec_id_sum %d experts of %dx%d %s %s", e.experts, d.cols, e.m.cols, e.m.typ, k.MatVec), 0, k.MatVecIDSumSpec(e.m.typ, k.MatVec))
+		q8 := o.expertX(e.a, e.m.typ)
+		name := "matvec_id_sum"
+		if q8 {
+			name += "_q8"
+		}
+		sh := k.IDSumShape(q8, d.cols, e.m.cols)
+		o.add(fmt.Sprintf("%s %d experts of %dx%d %s %s", name, e.experts, d.cols, e.m.cols, e.m.typ, sh), 0, k.MatVecIDSumSpec(e.m.typ, sh, q8))
 		o.wrote(d)
 		return
 	}

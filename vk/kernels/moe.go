@@ -153,14 +153,29 @@ func (k *Kernels) MatVecIDSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
 // MatVecIDSum records matvec_id_sum.comp: MatVecID for tokens·topK slots
 // followed by MoESum in one dispatch, dst[t] = (Σ_j weights[t][j] ·
 // W_ids[t·topK+j] · x_slot) + r[t] for each of tokens rows of rows values
-// (x and xRows as MatVecID's); dst may be r. The shape is k.MatVec's.
-func (k *Kernels) MatVecIDSum(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int) error {
-	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.MatVec)
+// (x and xRows as MatVecID's); dst may be r. The shape is IDSumShape's.
+// With q8, x is in the q8 layout (the gated activation's copy that
+// MatVecIDGLU writes) and meets quantized weights in integer dot products
+// (matvec_id_sum_q8.comp; Kernels.UseQ8).
+func (k *Kernels) MatVecIDSum(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int, q8 bool) error {
+	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.IDSumShape(q8, rows, K), q8)
+}
+
+// IDSumShape is the shape MatVecIDSum uses for rows × K experts: k.MatVec,
+// or with q8 k.MatVecQ8For's.
+func (k *Kernels) IDSumShape(q8 bool, rows, K int) MatVecShape {
+	if q8 {
+		return k.MatVecQ8For(rows, K)
+	}
+	return k.MatVec
 }
 
 // MatVecIDSumWith is MatVecIDSum in shape sh.
-func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int, sh MatVecShape) error {
-	const name = "matvec_id_sum"
+func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int, sh MatVecShape, q8 bool) error {
+	name := "matvec_id_sum"
+	if q8 {
+		name += "_q8"
+	}
 	if err := positive(name, tokens, topK); err != nil {
 		return err
 	}
@@ -173,7 +188,7 @@ func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.
 	if err := need(name+" residual", r, f32(tokens*rows)); err != nil {
 		return err
 	}
-	push, err := k.idProduct(name, w, x, ids, t, tokens*topK, topK, xRows, experts, rows, K, sh, false)
+	push, err := k.idProduct(name, w, x, ids, t, tokens*topK, topK, xRows, experts, rows, K, sh, q8)
 	if err != nil {
 		return err
 	}
@@ -184,7 +199,7 @@ func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.
 	if err := positive(name, groups*tokens); err != nil { // workgroup indices
 		return err
 	}
-	p, err := k.pipeline(k.MatVecIDSumSpec(t, sh))
+	p, err := k.pipeline(k.MatVecIDSumSpec(t, sh, q8))
 	if err != nil {
 		return err
 	}
@@ -195,9 +210,13 @@ func (k *Kernels) MatVecIDSumWith(s *vk.Sequence, dst, w, x, ids, weights, r vk.
 }
 
 // MatVecIDSumSpec is the pipeline MatVecIDSumWith builds for weights of
-// type t in shape sh.
-func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
-	return spec("matvec_id_sum", 6, 32, sh.Wave,
+// type t in shape sh, x in 8 bits or not.
+func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape, q8 bool) vk.PipelineSpec {
+	name := "matvec_id_sum"
+	if q8 {
+		name += "_q8"
+	}
+	return spec(name, 6, 32, sh.Wave,
 		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll))
 }
 
@@ -207,9 +226,11 @@ func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec 
 // act(gate_slot) · up_slot, act being g's, in one dispatch. The shape is
 // shape IDGLUShape's. With q8, x is in the q8 layout (QuantizeQ8, the
 // 8-bit copy rms_norm writes) and meets quantized weights in integer dot
-// products (matvec_id_glu_q8.comp; Kernels.UseQ8).
-func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, q8 bool) error {
-	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape(q8, rows, K), q8)
+// products (matvec_id_glu_q8.comp; Kernels.UseQ8). With q8Out (not nil)
+// dst's q8 copy is written too, for the down product (rows a multiple of
+// 32 and half the shape's rows dividing 32).
+func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, q8Out *vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, q8 bool) error {
+	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, q8Out, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape(q8, rows, K), q8)
 }
 
 // IDGLUShape is the shape MatVecIDGLU uses for rows × K experts: k.MatVec,
@@ -225,7 +246,7 @@ func (k *Kernels) IDGLUShape(q8 bool, rows, K int) MatVecShape {
 }
 
 // MatVecIDGLUWith is MatVecIDGLU in shape sh (Rows even).
-func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape, q8 bool) error {
+func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, q8Out *vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, sh MatVecShape, q8 bool) error {
 	name := "matvec_id_glu"
 	if q8 {
 		name += "_q8"
@@ -261,20 +282,36 @@ func (k *Kernels) MatVecIDGLUWith(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids
 		return err
 	}
 	push[3] = uint32(groups)
-	p, err := k.pipeline(k.MatVecIDGLUSpec(t, g, sh, q8))
+	// Without q8Out the q8 and counter bindings are dst, which the
+	// dispatch writes anyway (matvec_stack's rule), and never accessed.
+	qb, counts := dst, dst
+	if q8Out != nil {
+		if rows%32 != 0 || 32%(sh.Rows/2) != 0 {
+			return fmt.Errorf("kernels: %s: q8 copy of rows of %d values in shape %v: need whole blocks of 32, and half the rows dividing 32", name, rows, sh)
+		}
+		if err := need(name+" q8", *q8Out, Q8Bytes(slots, rows)); err != nil {
+			return err
+		}
+		qb = *q8Out
+		if counts, err = k.counters(slots * rows / 32); err != nil {
+			return err
+		}
+	}
+	p, err := k.pipeline(k.MatVecIDGLUSpec(t, g, sh, q8, q8Out != nil))
 	if err != nil {
 		return err
 	}
 	gx, gy := k.grid(groups * slots)
 	s.Label(fmt.Sprintf("%d experts of %dx%d %s, %d slots, %s", experts, rows, K, t, slots, g))
-	s.Dispatch(p, []vk.Binding{dst, {Buf: wGate.Buf, Off: lo, Size: hi - lo}, x, ids},
+	s.Dispatch(p, []vk.Binding{dst, {Buf: wGate.Buf, Off: lo, Size: hi - lo}, x, ids, qb, counts},
 		vk.Push(append(push, uint32(wGate.Off-lo), uint32(wUp.Off-lo))...), gx, gy, 1)
 	return nil
 }
 
 // MatVecIDGLUSpec is the pipeline MatVecIDGLUWith builds for weights of
-// type t, activation g, shape sh and x in 8 bits or not.
-func (k *Kernels) MatVecIDGLUSpec(t quant.Type, g GLU, sh MatVecShape, q8 bool) vk.PipelineSpec {
+// type t, activation g, shape sh, x in 8 bits or not and the output's q8
+// copy or not.
+func (k *Kernels) MatVecIDGLUSpec(t quant.Type, g GLU, sh MatVecShape, q8, q8Out bool) vk.PipelineSpec {
 	act := uint32(0) // glu.glsl's GLU_SILU
 	if g == GeGLU {
 		act = 1 // GLU_GELU
@@ -283,8 +320,8 @@ func (k *Kernels) MatVecIDGLUSpec(t quant.Type, g GLU, sh MatVecShape, q8 bool) 
 	if q8 {
 		name += "_q8"
 	}
-	return spec(name, 4, 40, sh.Wave,
-		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0, act)
+	return spec(name, 6, 40, sh.Wave,
+		uint32(sh.Lanes), uint32(t), 1, uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0, act, b32(q8Out))
 }
 
 // MoESum records moe_sum.comp: dst[i] = (Σ_j weights[i][j]·y[i·topK+j]) +

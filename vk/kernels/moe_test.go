@@ -130,7 +130,8 @@ func TestMatVecID(t *testing.T) {
 // slots among 9 experts; every expert chosen, one taking all, random
 // choices and an id out of range (clamped); x per token and per slot; dst
 // the residual and a buffer of its own; rows that leave the last
-// workgroup partial; two shapes.
+// workgroup partial; two shapes; x in f32 and, for the quantized types, in
+// 8 bits (against the rounded values).
 func TestMatVecIDSum(t *testing.T) {
 	k := setup(t)
 	const experts = 9
@@ -143,73 +144,77 @@ func TestMatVecIDSum(t *testing.T) {
 		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
 		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
 	}
-	shapes := []MatVecShape{k.MatVec, {32, 3, 2, 0}}
 	i := 0
 	for _, qt := range WeightTypes {
-		for _, topK := range []int{1, 2, 8} {
-			c := choices[i%len(choices)]
-			n := 1 + (i*3)%8
-			perSlot, alias := i%2 == 0, (i+i/3)%2 == 0
-			sh := shapes[i%len(shapes)]
-			rows := []int{7, 33, 1, 12}[i%4]
-			K := kFor(qt)[i%2]
-			i++
-			t.Run(fmt.Sprintf("%s/k%d/%s/perslot=%v/alias=%v/n%d/%dx%d/%s", qt, topK, c.name, perSlot, alias, n, rows, K, sh), func(t *testing.T) {
-				r := rand.New(rand.NewPCG(uint64(i), 17))
-				raw, deq := quantized(t, r, qt, experts*rows, K)
-				slots := n * topK
-				xRows := n
-				if perSlot {
-					xRows = slots
-				}
-				x := normals(r, xRows*K, 1)
-				res := normals(r, n*rows, 3)
-				ids, mix := make([]float32, slots), make([]float32, slots)
-				for s := range ids {
-					ids[s] = float32(c.choose(r, s))
-					mix[s] = r.Float32()
-				}
-				const wOff = 256
-				wb := buffer(t, wOff+int64(len(raw)), nil)
-				if err := wb.Write(wOff, pad4(raw)); err != nil {
-					t.Fatal(err)
-				}
-				xb, ib, mb, rb := floatBuffer(t, x), floatBuffer(t, ids), floatBuffer(t, mix), floatBuffer(t, res)
-				db := rb
-				if !alias {
-					db = buffer(t, f32(n*rows), nil)
-				}
-				run(t, func(s *vk.Sequence) error {
-					return k.MatVecIDSumWith(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(xb), whole(ib), whole(mb), whole(rb),
-						qt, n, topK, xRows, experts, rows, K, sh)
-				})
-				// Each slot's dot product errs by up to dotTol(K) of its
-				// sum |w*x|; weighting, the k-term sum and the residual
-				// add round k+1 times more, relative to the weighted sums
-				// of magnitudes and |r|.
-				want, scale := make([]float64, n*rows), make([]float64, n*rows)
-				for tok := range n {
-					for row := range rows {
-						v, a := float64(res[tok*rows+row]), math.Abs(float64(res[tok*rows+row]))
-						for j := range topK {
-							s := tok*topK + j
-							e := min(int(ids[s]), experts-1)
-							xr := tok
-							if perSlot {
-								xr = s
-							}
-							d, m := matRef(deq[(e*rows+row)*K:(e*rows+row+1)*K], x[xr*K:(xr+1)*K], 1, 1, K)
-							v += float64(mix[s]) * d[0]
-							a += float64(mix[s]) * m[0]
-						}
-						want[tok*rows+row], scale[tok*rows+row] = v, a
+		for _, q8 := range []bool{false, true} {
+			if q8 && (!HasQ8(qt) || !k.info.IntegerDot) {
+				continue // the refusal: TestMatVecIDGLU
+			}
+			for _, topK := range []int{1, 2, 8} {
+				c := choices[i%len(choices)]
+				n := 1 + (i*3)%8
+				perSlot, alias := i%2 == 0, (i+i/3)%2 == 0
+				rows := []int{7, 33, 1, 12}[i%4]
+				K := kFor(qt)[i%2]
+				sh := []MatVecShape{k.IDSumShape(q8, rows, K), {32, 3, 2, 0}}[i%2]
+				i++
+				t.Run(fmt.Sprintf("%s/q8=%v/k%d/%s/perslot=%v/alias=%v/n%d/%dx%d/%s", qt, q8, topK, c.name, perSlot, alias, n, rows, K, sh), func(t *testing.T) {
+					r := rand.New(rand.NewPCG(uint64(i), 17))
+					raw, deq := quantized(t, r, qt, experts*rows, K)
+					slots := n * topK
+					xRows := n
+					if perSlot {
+						xRows = slots
 					}
-				}
-				compare(t, "dst", read(t, db, 0, n*rows), want, scale, dotTol(K)+float64(topK+1)*eps32)
-			})
+					xb, x := stackX(t, k, r, xRows, K, q8)
+					res := normals(r, n*rows, 3)
+					ids, mix := make([]float32, slots), make([]float32, slots)
+					for s := range ids {
+						ids[s] = float32(c.choose(r, s))
+						mix[s] = r.Float32()
+					}
+					const wOff = 256
+					wb := buffer(t, wOff+int64(len(raw)), nil)
+					if err := wb.Write(wOff, pad4(raw)); err != nil {
+						t.Fatal(err)
+					}
+					ib, mb, rb := floatBuffer(t, ids), floatBuffer(t, mix), floatBuffer(t, res)
+					db := rb
+					if !alias {
+						db = buffer(t, f32(n*rows), nil)
+					}
+					run(t, func(s *vk.Sequence) error {
+						return k.MatVecIDSumWith(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, xb, whole(ib), whole(mb), whole(rb),
+							qt, n, topK, xRows, experts, rows, K, sh, q8)
+					})
+					// Each slot's dot product errs by up to dotTol(K) of its
+					// sum |w*x|; weighting, the k-term sum and the residual
+					// add round k+1 times more, relative to the weighted sums
+					// of magnitudes and |r|.
+					want, scale := make([]float64, n*rows), make([]float64, n*rows)
+					for tok := range n {
+						for row := range rows {
+							v, a := float64(res[tok*rows+row]), math.Abs(float64(res[tok*rows+row]))
+							for j := range topK {
+								s := tok*topK + j
+								e := min(int(ids[s]), experts-1)
+								xr := tok
+								if perSlot {
+									xr = s
+								}
+								d, m := matRef(deq[(e*rows+row)*K:(e*rows+row+1)*K], x[xr*K:(xr+1)*K], 1, 1, K)
+								v += float64(mix[s]) * d[0]
+								a += float64(mix[s]) * m[0]
+							}
+							want[tok*rows+row], scale[tok*rows+row] = v, a
+						}
+					}
+					compare(t, "dst", read(t, db, 0, n*rows), want, scale, dotTol(K)+float64(topK+1)*eps32)
+				})
+			}
 		}
 	}
-	if err := k.MatVecIDSum(nil, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, quant.F32, 2, 2, 3, 2, 1, 4); err == nil {
+	if err := k.MatVecIDSum(nil, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, vk.Binding{}, quant.F32, 2, 2, 3, 2, 1, 4, false); err == nil {
 		t.Error("3 x rows for 2 tokens of 2 slots recorded")
 	}
 }
@@ -245,9 +250,9 @@ func TestMatVecIDGLU(t *testing.T) {
 				g := []GLU{SwiGLU, GeGLU}[(i/3+i/6)%2]
 				n := 1 + (i*5)%8
 				perSlot, upFirst := i%2 == 0, (i+i/3)%2 == 0
-				rows := []int{7, 33, 1, 12}[i%4]
+				rows := []int{7, 64, 1, 96, 32}[i%5]
 				K := kFor(qt)[i%2]
-				sh := []MatVecShape{k.IDGLUShape(q8, rows, K), {32, 2, 2, 0}, {16, 6, 1, 0}}[i%3]
+				sh := []MatVecShape{k.IDGLUShape(q8, rows, K), {32, 2, 2, 0}, {16, 6, 1, 0}, {32, 16, 1, 0}}[i%4]
 				i++
 				t.Run(fmt.Sprintf("%s/q8=%v/%s/k%d/%s/perslot=%v/upfirst=%v/n%d/%dx%d/%s", qt, q8, g, topK, c.name, perSlot, upFirst, n, rows, K, sh), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(i), 19))
@@ -264,7 +269,7 @@ func TestMatVecIDGLU(t *testing.T) {
 					}
 					if q8 && !k.info.IntegerDot {
 						xb := whole(buffer(t, Q8Bytes(xRows, K), nil))
-						err := k.MatVecIDGLUWith(nil, g, xb, xb, xb, xb, xb, qt, slots, topK, xRows, experts, rows, K, sh, q8)
+						err := k.MatVecIDGLUWith(nil, g, xb, xb, xb, xb, xb, nil, qt, slots, topK, xRows, experts, rows, K, sh, q8)
 						if err == nil || !strings.Contains(err.Error(), "integer dot product") {
 							t.Fatalf("8-bit activations without the integer dot product: %v", err)
 						}
@@ -292,8 +297,24 @@ func TestMatVecIDGLU(t *testing.T) {
 					}
 					ib := floatBuffer(t, ids)
 					db := buffer(t, f32(slots*rows), nil)
+					// The q8 copy of the output where its blocks are whole;
+					// recorded twice with a barrier between, as each token
+					// replays it: the counters must be back at zero.
+					var qb *vk.Binding
+					if rows%32 == 0 && 32%(sh.Rows/2) == 0 {
+						b := whole(buffer(t, Q8Bytes(slots, rows), nil))
+						qb = &b
+					}
 					run(t, func(s *vk.Sequence) error {
-						return k.MatVecIDGLUWith(s, g, whole(db), wg, wu, xb, whole(ib), qt, slots, topK, xRows, experts, rows, K, sh, q8)
+						for i := range 2 {
+							if i > 0 {
+								s.Barrier()
+							}
+							if err := k.MatVecIDGLUWith(s, g, whole(db), wg, wu, xb, whole(ib), qb, qt, slots, topK, xRows, experts, rows, K, sh, q8); err != nil {
+								return err
+							}
+						}
+						return nil
 					})
 					want, tol := make([]float64, slots*rows), make([]float64, slots*rows)
 					for s := range slots {
@@ -315,7 +336,11 @@ func TestMatVecIDGLU(t *testing.T) {
 								1e-5*math.Abs(want[i])*max(1, math.Abs(y)/10) + 1e-30
 						}
 					}
-					compare(t, "act(gate)*up", read(t, db, 0, slots*rows), want, tol, 1)
+					got := read(t, db, 0, slots*rows)
+					compare(t, "act(gate)*up", got, want, tol, 1)
+					if qb != nil {
+						q8Values(t, readBytes(t, qb.Buf), got, slots, rows)
+					}
 				})
 			}
 		}
@@ -324,16 +349,20 @@ func TestMatVecIDGLU(t *testing.T) {
 	other := buffer(t, 1<<12, nil)
 	for name, rec := range map[string]func() error{
 		"two buffers": func() error {
-			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(other), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, false)
+			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(other), whole(w), whole(w), nil, quant.F32, 2, 2, 1, 2, 4, 4, false)
 		},
 		"odd rows": func() error {
-			return k.MatVecIDGLUWith(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, MatVecShape{32, 3, 1, 0}, false)
+			return k.MatVecIDGLUWith(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), nil, quant.F32, 2, 2, 1, 2, 4, 4, MatVecShape{32, 3, 1, 0}, false)
 		},
 		"unknown activation": func() error {
-			return k.MatVecIDGLU(nil, GLU(7), whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 4, false)
+			return k.MatVecIDGLU(nil, GLU(7), whole(w), whole(w), whole(w), whole(w), whole(w), nil, quant.F32, 2, 2, 1, 2, 4, 4, false)
+		},
+		"q8 copy of partial blocks": func() error {
+			q := whole(w)
+			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), &q, quant.F32, 2, 2, 1, 2, 4, 4, false)
 		},
 		"8-bit activations with float weights": func() error {
-			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), quant.F32, 2, 2, 1, 2, 4, 32, true)
+			return k.MatVecIDGLU(nil, SwiGLU, whole(w), whole(w), whole(w), whole(w), whole(w), nil, quant.F32, 2, 2, 1, 2, 4, 32, true)
 		},
 	} {
 		if err := rec(); err == nil {
