@@ -1,5 +1,5 @@
-// matvec.glsl: dst[n][m] = sum_k W[m][k] * x[n][k] for the few (NCOLS <= 8)
-// activation columns of decode, W in any dequant.glsl format. Included by
+// matvec.glsl: dst[n][m] = sum_k W[m][k] * x[n][k] for the few (NCOLS <= 8
+// at a time) activation columns of decode, W in any dequant.glsl format. Included by
 // two modules: matvec.comp (f32 activations, every weight type) and
 // matvec_q8.comp (Q8X defined: activations rounded to 8 bits by
 // quantize_q8.comp, quantized weights only). They are two modules because
@@ -46,6 +46,15 @@ layout(constant_id = 6) const bool RESID = false;
 
 #if !defined(STACK) && !defined(MOE_ID)
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
+// COLS, the columns of x (0: NCOLS), may exceed NCOLS: the workgroup then
+// takes them NCOLS at a time (a batch of sequences decoding together). Its
+// rows' weights are read from memory for the first group and come from the
+// cache for the others, so bytes stay those of one product while the
+// arithmetic per column is that of decode.
+layout(constant_id = 7) const uint COLS = 0;
+#define XCOLS (COLS == 0u ? NCOLS : COLS)
+#else
+#define XCOLS NCOLS
 #endif
 layout(binding = 1) readonly buffer Wts { uint W[]; };
 // The same bytes as 16-byte words (the Go side checks the binding offset is
@@ -85,7 +94,7 @@ layout(push_constant) uniform Push {
 #endif
 #ifndef Q8ROW
 #define Q8ROW 0u      // Q8X: the first x row (matvec_id.glsl: the slot's)
-#define Q8ROWS NCOLS  // Q8X: the rows the q8 layout holds, before its scales
+#define Q8ROWS XCOLS  // Q8X: the rows the q8 layout holds, before its scales
 #endif
 #ifndef SLOT_W
 #define SLOT_W 1.0 // the weight of each row's sums (matvec_id.glsl's MOE_SUM: the slot's)
@@ -195,119 +204,137 @@ void main() {
 #endif
     uint slices = QFLOAT ? (pc.K + 31u) / 32u : pc.K / QK * SPB;
 
-    for (uint i = 0u; i < RED_N; i++) {
-        red_v[i] = 0.0;
-    }
+    // Columns c0 … c0+NCOLS-1; past XCOLS they repeat the last column
+    // (computed, never written), so every group runs the same code.
+    for (uint c0 = 0u; c0 < XCOLS; c0 += NCOLS) {
+        for (uint i = 0u; i < RED_N; i++) {
+            red_v[i] = 0.0;
+        }
 #ifdef MOE_SUM
-    // The token's slots in turn, into the same sums (matvec_id.glsl).
-    for (uint j = 0u; j < pc.k; j++) {
-        id_slot_set(id_token * pc.k + j);
+        // The token's slots in turn, into the same sums (matvec_id.glsl).
+        for (uint j = 0u; j < pc.k; j++) {
+            id_slot_set(id_token * pc.k + j);
 #endif
-    for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
-        for (uint u = 0u; u < UNROLL; u++) {
-            uint sl = sl0 + u;
-            if (sl >= slices) {
-                break;
-            }
-            uint blk = sl / SPB, s = sl % SPB;
-            // First value of the block (floats: of the slice) and its byte
-            // offset within a row.
-            uint k0 = QFLOAT ? 32u * sl : blk * QK;
-            uint boff = QFLOAT ? k0 * ESIZE : blk * QBYTES;
-            uint lim = pc.K - k0;
+        for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
+            for (uint u = 0u; u < UNROLL; u++) {
+                uint sl = sl0 + u;
+                if (sl >= slices) {
+                    break;
+                }
+                uint blk = sl / SPB, s = sl % SPB;
+                // First value of the block (floats: of the slice) and its byte
+                // offset within a row.
+                uint k0 = QFLOAT ? 32u * sl : blk * QK;
+                uint boff = QFLOAT ? k0 * ESIZE : blk * QBYTES;
+                uint lim = pc.K - k0;
 
-            // This slice's activations for every column, loaded once for
-            // all ROWS rows, and per group the terms the rows share: the
-            // f32 path's sum x; the q8 path's scale and scaled sum of the
-            // 8-bit values (the products with the offsets C).
+                // This slice's activations for every column, loaded once for
+                // all ROWS rows, and per group the terms the rows share: the
+                // f32 path's sum x; the q8 path's scale and scaled sum of the
+                // 8-bit values (the products with the offsets C).
 #ifdef Q8X
-            uint xv[NCOLS * 8u];
-            float xsc[NCOLS * 4u], xs[NCOLS * 4u];
-            for (uint n = 0u; n < NCOLS; n++) {
-                for (uint g = 0u; g < NG; g++) {
-                    uint v = (Q8ROW + n) * pc.K + k0 + slice_val(s, g); // a multiple of 4 * GV
-                    if (GV == 8u) {
-                        uvec4 w0 = xq4[v / 16u], w1 = xq4[v / 16u + 1u];
-                        for (uint i = 0u; i < 4u; i++) {
-                            xv[n * 8u + i] = w0[i];
-                            xv[n * 8u + 4u + i] = w1[i];
-                        }
-                    } else if (GV == 4u) {
-                        uvec4 w = xq4[v / 16u];
-                        for (uint i = 0u; i < 4u; i++) {
-                            xv[n * 8u + g * 4u + i] = w[i];
-                        }
-                    } else {
-                        uvec2 w = xq2[v / 8u];
-                        xv[n * 8u + g * 2u] = w.x;
-                        xv[n * 8u + g * 2u + 1u] = w.y;
-                    }
-                    int sum = 0;
-                    for (uint i = 0u; i < GV; i++) {
-                        sum += sdot4(xv[n * 8u + g * GV + i], 0x01010101u);
-                    }
-                    float d = xd[Q8ROWS * pc.K / 4u + v / 32u];
-                    xsc[n * 4u + g] = d;
-                    xs[n * 4u + g] = d * float(sum);
-                }
-            }
-#else
-            uint xrow4 = pc.K / 4u; // vec4s per x row
-            vec4 xv[NCOLS * 8u];
-            float xs[NCOLS * 4u];
-            for (uint n = 0u; n < NCOLS; n++) {
-                for (uint g = 0u; g < NG; g++) {
-                    vec4 sum = vec4(0.0);
-                    for (uint i = 0u; i < GV; i++) {
-                        uint k4 = (k0 + slice_val(s, g)) / 4u + i;
-                        vec4 v = vec4(0.0);
-                        if (!QFLOAT || 4u * (g * GV + i) < lim) {
-                            v = x4[XBASE + n * xrow4 + k4];
-                        }
-                        xv[n * 8u + g * GV + i] = v;
-                        sum += v;
-                    }
-                    xs[n * 4u + g] = dot(sum, vec4(1.0));
-                }
-            }
-#endif
-            for (uint r = 0u; r < ROWS; r++) {
-#ifdef Q8X
-                uint q[8];
-                float A[4], C[4];
-                dq_fields(ROW_BASE(r) + boff, s, q, A, C);
-#else
-                vec4 q[8];
-                float A[4], C[4];
-                dq_slice(ROW_BASE(r) + boff, s, lim, q, A, C);
-#endif
+                uint xv[NCOLS * 8u];
+                float xsc[NCOLS * 4u], xs[NCOLS * 4u];
                 for (uint n = 0u; n < NCOLS; n++) {
-                    float acc = 0.0;
+                    uint c = min(c0 + n, XCOLS - 1u);
                     for (uint g = 0u; g < NG; g++) {
-#ifdef Q8X
-                        int p = 0;
-                        for (uint i = 0u; i < GV; i++) {
-                            p += sdot4(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                        uint v = (Q8ROW + c) * pc.K + k0 + slice_val(s, g); // a multiple of 4 * GV
+                        if (GV == 8u) {
+                            uvec4 w0 = xq4[v / 16u], w1 = xq4[v / 16u + 1u];
+                            for (uint i = 0u; i < 4u; i++) {
+                                xv[n * 8u + i] = w0[i];
+                                xv[n * 8u + 4u + i] = w1[i];
+                            }
+                        } else if (GV == 4u) {
+                            uvec4 w = xq4[v / 16u];
+                            for (uint i = 0u; i < 4u; i++) {
+                                xv[n * 8u + g * 4u + i] = w[i];
+                            }
+                        } else {
+                            uvec2 w = xq2[v / 8u];
+                            xv[n * 8u + g * 2u] = w.x;
+                            xv[n * 8u + g * 2u + 1u] = w.y;
                         }
-                        float d = xsc[n * 4u + g] * float(p);
-#else
-                        float d = 0.0;
+                        int sum = 0;
                         for (uint i = 0u; i < GV; i++) {
-                            d += dot(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                            sum += sdot4(xv[n * 8u + g * GV + i], 0x01010101u);
                         }
-#endif
-                        acc += A[g] * d + C[g] * xs[n * 4u + g];
+                        float d = xd[Q8ROWS * pc.K / 4u + v / 32u];
+                        xsc[n * 4u + g] = d;
+                        xs[n * 4u + g] = d * float(sum);
                     }
-                    red_v[r * NCOLS + n] += SLOT_W * acc;
+                }
+#else
+                uint xrow4 = pc.K / 4u; // vec4s per x row
+                vec4 xv[NCOLS * 8u];
+                float xs[NCOLS * 4u];
+                for (uint n = 0u; n < NCOLS; n++) {
+                    uint c = min(c0 + n, XCOLS - 1u);
+                    for (uint g = 0u; g < NG; g++) {
+                        vec4 sum = vec4(0.0);
+                        for (uint i = 0u; i < GV; i++) {
+                            uint k4 = (k0 + slice_val(s, g)) / 4u + i;
+                            vec4 v = vec4(0.0);
+                            if (!QFLOAT || 4u * (g * GV + i) < lim) {
+                                v = x4[XBASE + c * xrow4 + k4];
+                            }
+                            xv[n * 8u + g * GV + i] = v;
+                            sum += v;
+                        }
+                        xs[n * 4u + g] = dot(sum, vec4(1.0));
+                    }
+                }
+#endif
+                for (uint r = 0u; r < ROWS; r++) {
+#ifdef Q8X
+                    uint q[8];
+                    float A[4], C[4];
+                    dq_fields(ROW_BASE(r) + boff, s, q, A, C);
+#else
+                    vec4 q[8];
+                    float A[4], C[4];
+                    dq_slice(ROW_BASE(r) + boff, s, lim, q, A, C);
+#endif
+                    for (uint n = 0u; n < NCOLS; n++) {
+                        float acc = 0.0;
+                        for (uint g = 0u; g < NG; g++) {
+#ifdef Q8X
+                            int p = 0;
+                            for (uint i = 0u; i < GV; i++) {
+                                p += sdot4(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                            }
+                            float d = xsc[n * 4u + g] * float(p);
+#else
+                            float d = 0.0;
+                            for (uint i = 0u; i < GV; i++) {
+                                d += dot(q[g * GV + i], xv[n * 8u + g * GV + i]);
+                            }
+#endif
+                            acc += A[g] * d + C[g] * xs[n * 4u + g];
+                        }
+                        red_v[r * NCOLS + n] += SLOT_W * acc;
+                    }
                 }
             }
         }
-    }
 #ifdef MOE_SUM
-    }
+        }
 #endif
 
-    wg_reduce(false);
+        wg_reduce(false);
+#if !defined(STACK) && !defined(MOE_ID)
+        if (gl_LocalInvocationID.x == 0u) {
+            for (uint r = 0u; r < ROWS; r++) {
+                for (uint n = 0u; n < NCOLS; n++) {
+                    if (row0 + r < pc.M && c0 + n < XCOLS) {
+                        uint i = (c0 + n) * pc.M + row0 + r;
+                        dst[i] = red_v[r * NCOLS + n] + (RESID ? res[i] : 0.0);
+                    }
+                }
+            }
+        }
+#endif
+    }
 #ifdef STACK
     if (gl_LocalInvocationID.x == 0u) {
         stack_epilogue();
@@ -336,17 +363,6 @@ void main() {
         for (uint r = 0u; r < ROWS; r++) {
             if (row0 + r < pc.M) {
                 dst[id_slot * pc.M + row0 + r] = red_v[r]; // NCOLS is 1
-            }
-        }
-    }
-#else
-    if (gl_LocalInvocationID.x == 0u) {
-        for (uint r = 0u; r < ROWS; r++) {
-            if (row0 + r < pc.M) {
-                for (uint n = 0u; n < NCOLS; n++) {
-                    uint i = n * pc.M + row0 + r;
-                    dst[i] = red_v[r * NCOLS + n] + (RESID ? res[i] : 0.0);
-                }
             }
         }
     }

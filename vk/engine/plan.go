@@ -240,7 +240,7 @@ func (o *planOps) matMul(d, m, a *tensor) {
 		o.add(fmt.Sprintf("matmul_coopmat %s %s", matrix(m), tile), 0, k.MatMulCoopSpec(m.typ, tile))
 	case k.UseQ8(m.typ):
 		o.productQ8(d, m, a, false)
-	case a.rows <= kernels.MaxMatVecCols:
+	case k.MatVecTakes(a.rows):
 		o.add(fmt.Sprintf("matvec %s %s", matrix(m), k.MatVec), 0, k.ProductSpec(m.typ, a.rows))
 	default:
 		o.add(fmt.Sprintf("matmul %s %s", matrix(m), k.TileFor(m.typ)), 0, k.ProductSpec(m.typ, a.rows))
@@ -253,7 +253,7 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
 	k := o.pl.e.k
 	switch {
-	case a.rows > kernels.MaxMatVecCols:
+	case !k.MatVecTakes(a.rows):
 		if o.prod == nil || o.prod.rows != d.rows || o.prod.cols != d.cols {
 			o.prod = act(o.Tensor(d.rows, d.cols))
 		}
@@ -276,7 +276,7 @@ func (o *planOps) productQ8(d, m, a *tensor, residual bool) {
 		o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec())
 		o.q8[a] = true
 	}
-	if a.rows > kernels.MaxMatVecCols {
+	if !k.MatVecTakes(a.rows) {
 		tile := k.TileQ8For(a.rows)
 		o.add(fmt.Sprintf("matmul_q8 %s %s", matrix(m), tile), 0, k.MatMulQ8Spec(m.typ, tile))
 		return

@@ -251,7 +251,7 @@ func (p *program) matMul(d, m, a *tensor) {
 func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 	p.flush()
 	d, m, a, res := act(dst), act(w), act(x), act(r)
-	if a.rows > kernels.MaxMatVecCols {
+	if !p.e.k.MatVecTakes(a.rows) {
 		// The tiled kernel has no residual input: a product into a scratch
 		// tensor (one per program, reused by every layer), then an add.
 		if p.prod == nil || p.prod.rows != d.rows || p.prod.cols != d.cols {
@@ -368,7 +368,7 @@ func (p *program) productQ8(d, m, a, r *tensor) {
 		reads, res = append(reads, r.b), &r.b
 	}
 	p.op(reads, bindings(d.b), func() error {
-		if a.rows > kernels.MaxMatVecCols { // never with a residual: MatMulAdd adds it apart
+		if !p.e.k.MatVecTakes(a.rows) { // never with a residual: MatMulAdd adds it apart
 			return p.e.k.MatMulQ8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.TileQ8For(a.rows))
 		}
 		return p.e.k.MatVecQ8With(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVecQ8For(m.rows, m.cols))

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 )
 
 var (
 	sweep = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
-	cols  = flag.String("cols", "512", "BenchmarkMatMulQ4K: activation columns, a comma list")
+	cols  = flag.String("cols", "512", "BenchmarkMatMulQ4K, BenchmarkMatMulCoop, BenchmarkMatVecBatch: activation columns, a comma list")
 )
 
 // The benchmarks use their own device without the validation layer, with
@@ -353,4 +354,81 @@ func runTimed(b *testing.B, s *vk.Sequence) float64 {
 		}
 	}
 	return gpu
+}
+
+// BenchmarkMatVecBatch compares, for -cols activation columns (a batch of
+// sequences decoding together: 1,8,16,32,64), the kernels that can take a
+// product of that width on the Llama-3-8B FFN matrices: the matrix-vector
+// kernels in groups of MaxMatVecCols columns (f32 and 8-bit activations),
+// the 8-bit tiled product (matmul_q8, TileQ8For) and, on devices with
+// cooperative matrices, matmul_coopmat (CoopTileForShape). Weights cycle
+// through 256 MiB of copies, past any L2, as in decode. What it measures
+// sets DefaultMatVecBatch (docs/KERNELS.md).
+func BenchmarkMatVecBatch(b *testing.B) {
+	k := benchSetup(b)
+	kc := New(benchDev)
+	defer kc.Close()
+	kc.CoopMat = coopmat.Choose(CoopDevice(k.info))
+	var ns []int
+	for _, c := range strings.Split(*cols, ",") {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
+		}
+		ns = append(ns, n)
+	}
+	type matrix struct {
+		t       quant.Type
+		rows, K int
+	}
+	matrices := []matrix{{quant.Q4_K, 14336, 4096}, {quant.Q4_K, 4096, 14336}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 4096}}
+	for _, mat := range matrices {
+		qt, rows, K := mat.t, mat.rows, mat.K
+		mats := benchMatrices(b, qt, rows, K, 256<<20)
+		n := slices.Max(ns)
+		x, err := benchDev.NewBuffer(max(f32(n*K), Q8Bytes(n, K), F16Bytes(n, K)), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst, err := benchDev.NewBuffer(f32(n*rows), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range ns {
+			type variant struct {
+				name string
+				rec  func(s *vk.Sequence, w, dst vk.Binding) error
+			}
+			vs := []variant{{"matvec", func(s *vk.Sequence, w, dst vk.Binding) error {
+				return k.MatVecWith(s, dst, w, whole(x), qt, n, rows, K, k.MatVec)
+			}}}
+			if HasQ8(qt) && k.info.IntegerDot {
+				sh := k.MatVecQ8For(rows, K)
+				vs = append(vs, variant{"matvec_q8", func(s *vk.Sequence, w, dst vk.Binding) error {
+					return k.MatVecQ8With(s, dst, w, whole(x), nil, qt, n, rows, K, sh)
+				}})
+				if n > MaxMatVecCols {
+					tile := k.TileQ8For(n)
+					vs = append(vs, variant{"matmul_q8", func(s *vk.Sequence, w, dst vk.Binding) error {
+						return k.MatMulQ8(s, dst, w, whole(x), qt, n, rows, K, tile)
+					}})
+				}
+			}
+			if kc.CoopMat.On() && n > MaxMatVecCols {
+				tile := kc.CoopTileForShape(qt, rows, n)
+				vs = append(vs, variant{"coopmat/" + tile.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
+					return kc.MatMulCoop(s, dst, w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile)
+				}})
+			}
+			for _, v := range vs {
+				benchMatVecRun(b, fmt.Sprintf("%dx%d/%s/n%d/%s", rows, K, qt, n, v.name), mats,
+					vk.Binding{Buf: dst, Size: f32(n * rows)}, v.rec)
+			}
+		}
+		for _, m := range mats {
+			m.Free()
+		}
+		x.Free()
+		dst.Free()
+	}
 }

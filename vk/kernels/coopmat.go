@@ -100,7 +100,7 @@ func (k *Kernels) UseCoop(t quant.Type, n, K int) bool { return k.CoopTakes(n, K
 // include all of HasQ8's: no product of such activations reads an 8-bit
 // copy of them.
 func (k *Kernels) CoopTakes(n, K int) bool {
-	return k.coopOn() && n > MaxMatVecCols && K%8 == 0
+	return k.coopOn() && !k.MatVecTakes(n) && K%8 == 0
 }
 
 func (k *Kernels) coopOn() bool { return k.CoopMat.On() || k.CoopEmulated }

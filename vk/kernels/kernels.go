@@ -30,8 +30,13 @@ import (
 const Lanes = 64
 
 // MaxMatVecCols is the most activation columns the matrix-vector kernel
-// takes; MatMul switches to the tiled kernel above it.
+// computes at once. It takes more (up to Kernels.MatVecBatch) a group of
+// MaxMatVecCols at a time; the fused decode kernels (MatVecStack) take no
+// more.
 const MaxMatVecCols = 8
+
+// DefaultMatVecBatch is Kernels.MatVecBatch unless a caller changes it.
+const DefaultMatVecBatch = 8
 
 // MatVecShape is the geometry of the decode matrix-vector kernel.
 type MatVecShape struct {
@@ -205,6 +210,12 @@ type Kernels struct {
 	// activations, int8 fragments of the shape CoopMat.Int8); the engine
 	// sets it for --coopmat int8 and reads it (UseCoopInt8).
 	CoopInt8 bool
+	// MatVecBatch is the most activation columns whose products run on
+	// the matrix-vector kernels (MaxMatVecCols at a time) rather than the
+	// prefill kernels: a batch of sequences decoding together reads each
+	// weight once either way, and these kernels cost little per column
+	// while the prefill tiles are made for hundreds of columns.
+	MatVecBatch int
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).
@@ -213,8 +224,12 @@ func New(d *vk.Device) *Kernels {
 	info := d.Info()
 	mv, tile, tileQ8 := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
 	return &Kernels{dev: d, info: info, MatVec: mv, Tile: tile, TileQ8: tileQ8, MatVecQ8: defaultMatVecQ8,
-		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated)}
+		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated), MatVecBatch: DefaultMatVecBatch}
 }
+
+// MatVecTakes says whether products of n activation columns run on the
+// matrix-vector kernels (MatVecWith, MatVecQ8With, MatVecAdd).
+func (k *Kernels) MatVecTakes(n int) bool { return n <= max(MaxMatVecCols, k.MatVecBatch) }
 
 // unused is the binding for a buffer a shader declares and the variant
 // being recorded does not read.

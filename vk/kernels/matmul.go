@@ -64,14 +64,14 @@ func checkMatrix(op string, dst, w, x vk.Binding, xSize int64, t quant.Type, n, 
 }
 
 // MatMul records dst[n][rows] = x[n][K] . W^T for a rows x K weight matrix W
-// of type t: the matrix-vector kernel with shape k.MatVec for n <=
-// MaxMatVecCols (decode), the tiled kernel with k.Tile above (prefill).
+// of type t: the matrix-vector kernel with shape k.MatVec where it takes n
+// columns (MatVecTakes: decode), the tiled kernel with k.Tile above (prefill).
 // k.Tile.F16 applies to quantized weights only: rounding their dequantized
 // values to f16 costs far less than the quantization did, while float
 // weights keep their exact values (and BF16/F32 ones may exceed f16 range).
 // k.Tile.X16 (f16 activations) applies to every weight type.
 func (k *Kernels) MatMul(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int) error {
-	if n <= MaxMatVecCols {
+	if k.MatVecTakes(n) {
 		return k.MatVecWith(s, dst, w, x, t, n, rows, K, k.MatVec)
 	}
 	return k.MatMulTiled(s, dst, w, x, t, n, rows, K, k.TileFor(t))
@@ -80,7 +80,7 @@ func (k *Kernels) MatMul(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, 
 // ProductSpec is the pipeline MatMul builds for n columns of activations
 // and weights of type t.
 func (k *Kernels) ProductSpec(t quant.Type, n int) vk.PipelineSpec {
-	if n <= MaxMatVecCols {
+	if k.MatVecTakes(n) {
 		return k.MatVecSpec(t, n, k.MatVec, false, false)
 	}
 	return k.MatMulSpec(t, k.TileFor(t))
@@ -94,12 +94,12 @@ func (k *Kernels) TileFor(t quant.Type) Tile {
 }
 
 // MatVecWith records the matrix-vector kernel with an explicit shape for
-// 1 <= n <= MaxMatVecCols activation columns.
+// n >= 1 activation columns (MaxMatVecCols at a time).
 func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
 	return k.matVec(s, dst, w, x, nil, false, t, n, rows, K, sh)
 }
 
-// MatVecAdd records dst = r + W·x for 1 <= n <= MaxMatVecCols columns,
+// MatVecAdd records dst = r + W·x for n >= 1 columns,
 // the residual added by the matrix-vector kernel as it writes; dst may be r.
 func (k *Kernels) MatVecAdd(s *vk.Sequence, dst, w, x, r vk.Binding, t quant.Type, n, rows, K int) error {
 	return k.matVec(s, dst, w, x, &r, false, t, n, rows, K, k.MatVec)
@@ -250,9 +250,6 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8
 	if err != nil {
 		return err
 	}
-	if n > MaxMatVecCols {
-		return fmt.Errorf("kernels: %s: %d columns, at most %d", name, n, MaxMatVecCols)
-	}
 	if sh.Lanes < 1 || sh.Rows < 1 || sh.Unroll < 1 || sh.Lanes > k.info.MaxWorkgroupInvocations {
 		return fmt.Errorf("kernels: %s: shape %+v", name, sh)
 	}
@@ -289,8 +286,21 @@ func (k *Kernels) MatVecSpec(t quant.Type, n int, sh MatVecShape, residual, q8 b
 	if q8 {
 		name = "matvec_q8"
 	}
+	group, cols := matVecGroup(n)
 	return spec(name, 4, 16, sh.Wave,
-		uint32(sh.Lanes), uint32(t), uint32(n), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), b32(residual))
+		uint32(sh.Lanes), uint32(t), uint32(group), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), b32(residual), uint32(cols))
+}
+
+// matVecGroup is how matvec.glsl takes n columns: groups of group columns
+// (NCOLS), the fewest groups of at most MaxMatVecCols and as even as they
+// can be, so the last repeats as few columns as possible; and cols (COLS),
+// n where there is more than one group, else 0, the pipeline of one group.
+func matVecGroup(n int) (group, cols int) {
+	if n <= MaxMatVecCols {
+		return n, 0
+	}
+	groups := ceil(n, MaxMatVecCols)
+	return ceil(n, groups), n
 }
 
 // MatMulTiled records the tiled matrix-matrix kernel with an explicit tile

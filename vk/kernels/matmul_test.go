@@ -76,6 +76,12 @@ func testMatrix(t *testing.T, k *Kernels, qt quant.Type, c matCase, tol float64,
 	compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, tol)
 }
 
+// matVecCols are the column counts the matrix-vector tests cycle through:
+// every count of one group, and more than one group (a batch of
+// sequences decoding together) with a last group as full as the others
+// (9, 23: groups of 5 and 8) or not (13: 7 and 6; 17: 6, 6, 5).
+var matVecCols = []int{1, 9, 2, 8, 3, 13, 4, 17, 5, 6, 23, 7}
+
 func TestMatVec(t *testing.T) {
 	k := setup(t)
 	rows := []int{1, 7, 255, 257, 1025}
@@ -94,7 +100,7 @@ func TestMatVec(t *testing.T) {
 	i := 0
 	for _, qt := range WeightTypes {
 		for j, K := range kFor(qt) {
-			c := matCase{rows: rows[(j+3)%len(rows)], K: K, n: i%MaxMatVecCols + 1}
+			c := matCase{rows: rows[(j+3)%len(rows)], K: K, n: matVecCols[i%len(matVecCols)]}
 			sh := shapes[i%len(shapes)]
 			i++
 			t.Run(fmt.Sprintf("%s/%dx%d/n%d/%s", qt, c.rows, c.K, c.n, sh), func(t *testing.T) {
@@ -120,8 +126,9 @@ func TestMatVecAdd(t *testing.T) {
 	for _, c := range []struct {
 		qt quant.Type
 		matCase
-	}{{quant.Q4_K, matCase{rows: 257, K: 512, n: 1}}, {quant.Q6_K, matCase{rows: 7, K: 256, n: 3}}, {quant.F32, matCase{rows: 255, K: 100, n: 8}}} {
-		t.Run(c.qt.String(), func(t *testing.T) {
+	}{{quant.Q4_K, matCase{rows: 257, K: 512, n: 1}}, {quant.Q6_K, matCase{rows: 7, K: 256, n: 3}}, {quant.F32, matCase{rows: 255, K: 100, n: 8}},
+		{quant.Q4_K, matCase{rows: 33, K: 256, n: 13}}} {
+		t.Run(fmt.Sprintf("%s/n%d", c.qt, c.n), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K)))
 			raw, deq := quantized(t, r, c.qt, c.rows, c.K)
 			x, res := normals(r, c.n*c.K, 1), normals(r, c.n*c.rows, 10)
@@ -209,10 +216,10 @@ func TestMatMul(t *testing.T) {
 	// MatMul picks the kernel by column count, and f16 tiles for quantized
 	// weights only.
 	for _, qt := range []quant.Type{quant.Q4_K, quant.F32} {
-		for _, n := range []int{MaxMatVecCols, MaxMatVecCols + 1} {
+		for _, n := range []int{MaxMatVecCols, MaxMatVecCols + 1, k.MatVecBatch, k.MatVecBatch + 1} {
 			c := matCase{rows: 33, K: 512, n: n}
 			tol := dotTol(c.K)
-			if n > MaxMatVecCols {
+			if !k.MatVecTakes(n) {
 				tol = tileTol(c.K, k.TileFor(qt))
 			}
 			t.Run(fmt.Sprintf("auto/%s/n%d", qt, n), func(t *testing.T) {

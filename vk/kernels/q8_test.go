@@ -137,7 +137,7 @@ func refusesQ8(t *testing.T, err error) {
 }
 
 // TestMatVecQ8 checks the integer-dot matrix-vector kernel on every weight
-// type it takes, awkward row counts, K up to 14336, 1 to 8 columns, several
+// type it takes, awkward row counts, K up to 14336, 1 to 23 columns, several
 // shapes and the residual form, against the float64 product of the exact
 // weights with the activations as rounded on the GPU (their rounding is
 // TestQuantizeQ8's).
@@ -155,7 +155,7 @@ func TestMatVecQ8(t *testing.T) {
 			continue
 		}
 		for j, K := range kFor(qt) {
-			c := matCase{rows: rows[(j+i)%len(rows)], K: K, n: i%MaxMatVecCols + 1}
+			c := matCase{rows: rows[(j+i)%len(rows)], K: K, n: matVecCols[i%len(matVecCols)]}
 			sh := shapes[i%len(shapes)]
 			if sh == (MatVecShape{}) {
 				sh = k.MatVecQ8For(c.rows, c.K) // the engine's choice
