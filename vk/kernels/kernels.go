@@ -36,7 +36,10 @@ const Lanes = 64
 const MaxMatVecCols = 8
 
 // DefaultMatVecBatch is Kernels.MatVecBatch unless a caller changes it.
-const DefaultMatVecBatch = 8
+// On the H200 the 8-bit matrix-vector kernel beats both prefill kernels
+// on every Llama-3-8B matrix up to 32 columns and ties them at 64
+// (docs/KERNELS.md, "Batches of sequences").
+const DefaultMatVecBatch = 32
 
 // MatVecShape is the geometry of the decode matrix-vector kernel.
 type MatVecShape struct {
@@ -210,11 +213,13 @@ type Kernels struct {
 	// activations, int8 fragments of the shape CoopMat.Int8); the engine
 	// sets it for --coopmat int8 and reads it (UseCoopInt8).
 	CoopInt8 bool
-	// MatVecBatch is the most activation columns whose products run on
-	// the matrix-vector kernels (MaxMatVecCols at a time) rather than the
-	// prefill kernels: a batch of sequences decoding together reads each
-	// weight once either way, and these kernels cost little per column
-	// while the prefill tiles are made for hundreds of columns.
+	// MatVecBatch is, with Q8, the most activation columns whose products
+	// run on the matrix-vector kernels (MaxMatVecCols at a time) rather
+	// than the prefill kernels: a batch of sequences decoding together
+	// reads each weight once either way, the 8-bit kernel costs little per
+	// column, and the prefill tiles are made for hundreds of columns. The
+	// f32 kernel costs several times more per column, so without Q8 the
+	// products of more than MaxMatVecCols columns are prefill's.
 	MatVecBatch int
 }
 
@@ -229,7 +234,9 @@ func New(d *vk.Device) *Kernels {
 
 // MatVecTakes says whether products of n activation columns run on the
 // matrix-vector kernels (MatVecWith, MatVecQ8With, MatVecAdd).
-func (k *Kernels) MatVecTakes(n int) bool { return n <= max(MaxMatVecCols, k.MatVecBatch) }
+func (k *Kernels) MatVecTakes(n int) bool {
+	return n <= MaxMatVecCols || k.Q8 && n <= k.MatVecBatch
+}
 
 // unused is the binding for a buffer a shader declares and the variant
 // being recorded does not read.
