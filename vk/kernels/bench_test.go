@@ -403,10 +403,19 @@ func BenchmarkMatVecBatch(b *testing.B) {
 				return k.MatVecWith(s, dst, w, whole(x), qt, n, rows, K, k.MatVec)
 			}}}
 			if HasQ8(qt) && k.info.IntegerDot {
-				sh := k.MatVecQ8For(rows, K)
-				vs = append(vs, variant{"matvec_q8", func(s *vk.Sequence, w, dst vk.Binding) error {
-					return k.MatVecQ8With(s, dst, w, whole(x), nil, qt, n, rows, K, sh)
-				}})
+				shapes := []MatVecShape{k.MatVecQ8For(rows, K)}
+				if *sweep {
+					for _, r := range []int{4, 8, 16} {
+						for _, lanes := range []int{64, 128} {
+							shapes = append(shapes, MatVecShape{Lanes: lanes, Rows: r, Unroll: 1})
+						}
+					}
+				}
+				for _, sh := range shapes {
+					vs = append(vs, variant{"matvec_q8/" + sh.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
+						return k.MatVecQ8With(s, dst, w, whole(x), nil, qt, n, rows, K, sh)
+					}})
+				}
 				if n > MaxMatVecCols {
 					tile := k.TileQ8For(n)
 					vs = append(vs, variant{"matmul_q8", func(s *vk.Sequence, w, dst vk.Binding) error {

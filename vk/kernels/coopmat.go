@@ -56,6 +56,22 @@ var defaultCoopTiles = []CoopTile{
 	{BM: 16, BN: 32, WM: 16, WN: 16, BK: 128, KC: 16},
 }
 
+// narrowCoopTiles come first for products of at most NarrowCoopCols
+// columns (short prompts, many sequences decoding together): there the
+// weights' decoding, the same for any width, is the cost, and 64-row tiles
+// spread it over four times the workgroups of the 128-row ones. On the
+// H200 the first took a 14336x4096 Q4_K product from 217 to 116 µs at 16
+// to 64 columns, the second a 4096x14336 Q6_K one from 660 to 590 µs
+// (docs/KERNELS.md, "Batches of sequences").
+var narrowCoopTiles = []CoopTile{
+	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
+	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 128, KC: 32},
+}
+
+// NarrowCoopCols is the most columns for which CoopTileForShape prefers
+// narrowCoopTiles.
+const NarrowCoopCols = 64
+
 // CoopTiles are the cooperative-matrix tiles that BenchmarkMatMulCoop
 // -sweep and infer tune try beyond the built-in one: wide tiles share each
 // decoded weight among more columns, tall ones each staged activation
@@ -115,13 +131,20 @@ func (k *Kernels) CoopTileFor(t quant.Type) CoopTile { return k.coopTile(t, nil)
 // tuned tile it passes over built-in tiles that would leave the matrix
 // fewer workgroups than half the device's compute units (the k and v
 // projections of 1024 rows, on 128-row tiles, would keep a quarter of an
-// H200 busy) while a later one gives it enough.
+// H200 busy) while a later one gives it enough; and that for at most
+// NarrowCoopCols columns it tries narrowCoopTiles first.
 func (k *Kernels) CoopTileForShape(t quant.Type, rows, n int) CoopTile {
 	cus := k.info.ComputeUnits
 	if cus == 0 {
 		cus = 32
 	}
-	return k.coopTile(t, func(tile CoopTile) bool { return 2*ceil(rows, tile.BM)*ceil(n, tile.BN) >= cus })
+	enough := func(tile CoopTile) bool { return 2*ceil(rows, tile.BM)*ceil(n, tile.BN) >= cus }
+	if n <= NarrowCoopCols && !(k.CoopTiled.BM != 0 && k.CheckCoopTile(k.CoopTiled, t) == nil) {
+		if tile, ok := k.pickCoopTile(narrowCoopTiles, t, enough); ok {
+			return tile
+		}
+	}
+	return k.coopTile(t, enough)
 }
 
 // coopTile is k.CoopTiled where it takes type t, else the first built-in
@@ -131,28 +154,30 @@ func (k *Kernels) coopTile(t quant.Type, enough func(CoopTile) bool) CoopTile {
 	if k.CoopTiled.BM != 0 && k.CheckCoopTile(k.CoopTiled, t) == nil {
 		return k.CoopTiled
 	}
+	if tile, ok := k.pickCoopTile(defaultCoopTiles, t, enough); ok {
+		return tile
+	}
+	if tile, ok := k.pickCoopTile(defaultCoopTiles, t, nil); ok {
+		return tile
+	}
+	return defaultCoopTiles[len(defaultCoopTiles)-1]
+}
+
+// pickCoopTile is the first of tiles that takes type t on this device and
+// satisfies enough (nil: any).
+func (k *Kernels) pickCoopTile(tiles []CoopTile, t quant.Type, enough func(CoopTile) bool) (CoopTile, bool) {
 	m, n, _ := k.coopShape()
-	var first *CoopTile
-	for i, tile := range defaultCoopTiles {
+	for _, tile := range tiles {
 		// The emulation holds whole fragments per invocation: beyond 4 per
 		// subgroup a driver may refuse to build it (NVIDIA's did).
 		if k.CoopEmulated && (tile.WM/m)*(tile.WN/n) > 4 {
 			continue
 		}
-		if k.CheckCoopTile(tile, t) != nil {
-			continue
-		}
-		if enough == nil || enough(tile) {
-			return tile
-		}
-		if first == nil {
-			first = &defaultCoopTiles[i]
+		if k.CheckCoopTile(tile, t) == nil && (enough == nil || enough(tile)) {
+			return tile, true
 		}
 	}
-	if first != nil {
-		return *first
-	}
-	return defaultCoopTiles[len(defaultCoopTiles)-1]
+	return CoopTile{}, false
 }
 
 // coopShape is the fragment shape: the policy's (k.CoopMat.F16), else

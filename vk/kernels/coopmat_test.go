@@ -150,6 +150,35 @@ func testCoop(t *testing.T, k *Kernels, qt quant.Type, c matCase, tile CoopTile,
 	})
 }
 
+// TestCoopTileForShape checks the choice of tile: the narrow batches' tile
+// where it fits and leaves enough workgroups, the wide tiles for wide
+// batches, and a tuned tile over both.
+func TestCoopTileForShape(t *testing.T) {
+	for name, k := range coopKernels(t, coopmat.Shape{}) {
+		t.Run(name, func(t *testing.T) {
+			narrow := narrowCoopTiles[0]
+			fits := k.CheckCoopTile(narrow, quant.Q4_K) == nil
+			if got := k.CoopTileForShape(quant.Q4_K, 14336, NarrowCoopCols); fits && got != narrow {
+				t.Errorf("14336 rows, %d columns: %v, want %v", NarrowCoopCols, got, narrow)
+			}
+			if got := k.CoopTileForShape(quant.Q4_K, 14336, 512); got == narrow && narrow != k.CoopTileFor(quant.Q4_K) {
+				t.Errorf("512 columns took the narrow batches' tile %v", got)
+			}
+			for _, n := range []int{1, 16, 64, 512} {
+				if got := k.CoopTileForShape(quant.Q6_K, 4096, n); k.CheckCoopTile(got, quant.Q6_K) != nil {
+					t.Errorf("Q6_K, %d columns: %v does not take Q6_K", n, got)
+				}
+			}
+			tuned := CoopTile{BM: 32, BN: 32, WM: 16, WN: 32, BK: 128, KC: 64}
+			k.CoopTiled = tuned
+			defer func() { k.CoopTiled = CoopTile{} }()
+			if got := k.CoopTileForShape(quant.Q4_K, 14336, 16); got != tuned {
+				t.Errorf("with a tuned tile: %v, want %v", got, tuned)
+			}
+		})
+	}
+}
+
 // TestMatMulCoop checks the cooperative-matrix product, on the emulation
 // everywhere and on the device's matrix units where it has them, for every
 // weight type it takes, at awkward row and column counts (1, 7, 255, 257,
@@ -190,6 +219,9 @@ func TestMatMulCoop(t *testing.T) {
 			testCoop(t, k, quant.Q6_K, matCase{rows: 40, K: 768, n: 33}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 32, BK: 128, KC: 64}, 1)
 			testCoop(t, k, quant.Q4_K, matCase{rows: 64, K: 512, n: 40}, k.CoopTileFor(quant.Q4_K), 1e6)
 			testCoop(t, k, quant.Q8_0, matCase{rows: 40, K: 96, n: 20}, CoopTile{BM: 16, BN: 32, WM: 16, WN: 16, BK: 32, KC: 32}, 1e6)
+			// The engine's tiles for narrow batches.
+			testCoop(t, k, quant.Q4_K, matCase{rows: 257, K: 512, n: 37}, k.CoopTileForShape(quant.Q4_K, 257, 37), 1)
+			testCoop(t, k, quant.Q6_K, matCase{rows: 130, K: 768, n: 9}, k.CoopTileForShape(quant.Q6_K, 130, 9), 1)
 		})
 	}
 	// NVIDIA's 16x8x16 fragments: parts of the tile in other multiples.
