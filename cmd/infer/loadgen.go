@@ -119,7 +119,7 @@ func loadgenCmd(args []string) error {
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "model\tbackend\tstreams\tprompt\tgen\ttokens\ttime s\ttotal t/s\tper stream t/s\tseqs/pass\t\n")
+	fmt.Fprintf(tw, "model\tbackend\tstreams\tprompt\tgen\ttokens\ttime s\ttotal t/s\tper stream t/s\tseqs/pass\tdecode t/s\t\n")
 	for _, c := range conc {
 		// Warm-up: records the programs of every batch size up to c.
 		if _, _, err := round(c, warmTokens, *reps); err != nil {
@@ -127,7 +127,7 @@ func loadgenCmd(args []string) error {
 		}
 		var tokens int
 		var took time.Duration
-		passes, decoded := eng.passes.Load(), eng.decoded.Load()
+		passes, decoded, nanos := eng.passes.Load(), eng.decoded.Load(), eng.decodeNanos.Load()
 		for rep := range *reps {
 			n, d, err := round(c, *gen, rep)
 			if err != nil {
@@ -135,14 +135,17 @@ func loadgenCmd(args []string) error {
 			}
 			tokens, took = tokens+n, took+d
 		}
-		passes, decoded = eng.passes.Load()-passes, eng.decoded.Load()-decoded
+		passes, decoded, nanos = eng.passes.Load()-passes, eng.decoded.Load()-decoded, eng.decodeNanos.Load()-nanos
 		rate := float64(tokens) / took.Seconds()
-		perPass := 0.0
+		perPass, decodeRate := 0.0, 0.0
 		if passes > 0 {
 			perPass = float64(decoded) / float64(passes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t\n", m.HP.Arch, lo.backendName, c, *promptLen, *gen,
-			tokens, took.Seconds(), rate, rate/float64(c), perPass)
+		if nanos > 0 {
+			decodeRate = float64(decoded) / (float64(nanos) / 1e9)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", m.HP.Arch, lo.backendName, c, *promptLen, *gen,
+			tokens, took.Seconds(), rate, rate/float64(c), perPass, decodeRate)
 	}
 	return tw.Flush()
 }

@@ -173,10 +173,12 @@ type seqEngine struct {
 	m        *model.Model
 	sessions []*model.Session
 	logits   [][]float32 // per sequence: a prefill's logits, owned by the scheduler until the next Eval
-	// passes counts the decoding forward passes and decoded the tokens
-	// they decoded: decoded/passes sequences a pass on average. Atomic:
+	// passes counts the decoding forward passes, decoded the tokens they
+	// decoded (decoded/passes sequences a pass on average) and decodeNanos
+	// the time they took (the rate llama-batched-bench calls S_TG, without
+	// prompts or sampling). Atomic:
 	// infer loadgen reads them while the scheduler runs.
-	passes, decoded atomic.Int64
+	passes, decoded, decodeNanos atomic.Int64
 	// step is the batch of one decoding pass, kept between calls.
 	step []*model.Session
 	toks []int32
@@ -217,10 +219,12 @@ func (e *seqEngine) Eval(batch []server.Seq) error {
 	if len(e.step) == 0 {
 		return nil
 	}
+	t0 := time.Now()
 	logits, err := e.m.Step(e.step, e.toks)
 	if err != nil {
 		return err
 	}
+	e.decodeNanos.Add(int64(time.Since(t0)))
 	e.passes.Add(1)
 	e.decoded.Add(int64(len(e.step)))
 	// The step is the Eval's last forward pass: its logits stay put until

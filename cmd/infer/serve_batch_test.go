@@ -141,7 +141,8 @@ func testServeBatched(t *testing.T, be backend.Backend) {
 
 // TestLoadgen runs `infer loadgen` on tiny-qwen3 (CPU): a row per level
 // with every token generated, and the streams of a level decoded together
-// (more than one sequence a pass at three streams).
+// (more than one sequence a pass at three streams), with a decode rate
+// no lower than the total rate (which adds prompts and sampling).
 func TestLoadgen(t *testing.T) {
 	r := infer(t, "loadgen", "-m", serveModel(t), "--backend", "cpu", "--concurrent", "1,3", "-n", "8", "--prompt-tokens", "5")
 	if r.code != 0 {
@@ -154,12 +155,17 @@ func TestLoadgen(t *testing.T) {
 	for i, want := range []struct{ streams, tokens string }{{"1", "8"}, {"3", "24"}} {
 		f := strings.Fields(lines[i+1])
 		n := len(f)
-		if n < 8 || f[n-8] != want.streams || f[n-5] != want.tokens {
-			t.Errorf("row %d: %q, want %s streams and %s tokens", i, lines[i+1], want.streams, want.tokens)
+		if n < 9 || f[n-9] != want.streams || f[n-6] != want.tokens {
+			t.Fatalf("row %d: %q, want %s streams and %s tokens", i, lines[i+1], want.streams, want.tokens)
 		}
-		perPass, err := strconv.ParseFloat(f[n-1], 64)
+		perPass, err := strconv.ParseFloat(f[n-2], 64)
 		if err != nil || i == 0 && perPass != 1 || i == 1 && perPass <= 1 {
 			t.Errorf("row %d: %v sequences a pass (%v)", i, perPass, err)
+		}
+		total, err1 := strconv.ParseFloat(f[n-4], 64)
+		decode, err2 := strconv.ParseFloat(f[n-1], 64)
+		if err1 != nil || err2 != nil || decode < total {
+			t.Errorf("row %d: decode rate %v below the total rate %v (%v, %v)", i, decode, total, err1, err2)
 		}
 	}
 }
