@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,13 @@ func TestAMDCompileMatrix(t *testing.T) {
 		waves []int
 	}{
 		{"", []string{"--seqs", "4"}, []int{32, 64}},
-		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "on"}, []int{32}},
+		// A short prompt past the matrix-vector kernels' batches
+		// (kernels.DefaultMatVecBatch) takes the prefill products; one
+		// within them, on RDNA2 and later, the 8-bit matrix-vector
+		// kernel in groups of columns (GCN and RDNA1 keep the prefill
+		// products, where those groups would spill).
+		{"", []string{"--wave", "auto", "-u", "33", "--int-dot", "on"}, []int{32}},
+		{"", []string{"--wave", "auto", "-u", "17", "--int-dot", "on", "--coopmat", "off"}, []int{32}},
 		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "off", "--seqs", "4"}, []int{32}},
 		{"", []string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
 		{"", []string{"--int-dot", "off", "--flash-attn=false", "--seqs", "4"}, nil},
@@ -113,11 +120,16 @@ func TestAMDCompileMatrix(t *testing.T) {
 					}
 				}
 				// Where cooperative matrices are on, prefill attention
-				// takes them too, where the batch is long enough (not -u
-				// 9), and no lane group.
+				// takes them too, where the batch is long enough (at
+				// least 16 rows: -u 9 is not), and no lane group.
 				wantCoop := hasCoop && coopArg != "off"
 				coopFA := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "flash_attn_coopmat") })
-				if want := wantCoop && !slices.Contains(run.args, "-u") && !slices.Contains(run.args, "--flash-attn=false"); coopFA != want {
+				long := true
+				if i := slices.Index(run.args, "-u"); i >= 0 {
+					u, _ := strconv.Atoi(run.args[i+1])
+					long = u >= 16
+				}
+				if want := wantCoop && long && !slices.Contains(run.args, "--flash-attn=false"); coopFA != want {
 					t.Errorf("%v: flash_attn_coopmat pipelines %v, want %v", args[1:], coopFA, want)
 				}
 				rows := slices.Contains(run.args, "--seqs")

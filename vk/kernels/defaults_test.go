@@ -95,3 +95,24 @@ func TestTileQ8For(t *testing.T) {
 		t.Errorf("100 columns under a 128-wide tile: %v, want the tile itself", got)
 	}
 }
+
+// TestDefaultMatVecBatch: batches of sequences take the matrix-vector
+// kernels only where the 8-bit path is the device's own choice.
+func TestDefaultMatVecBatch(t *testing.T) {
+	for _, c := range []struct {
+		dot, accelerated bool
+		want             int
+	}{{true, true, DefaultMatVecBatch}, {true, false, MaxMatVecCols}, {false, false, MaxMatVecCols}} {
+		if got := defaultMatVecBatch(c.dot, c.accelerated); got != c.want {
+			t.Errorf("integer dot %v, accelerated %v: %d, want %d", c.dot, c.accelerated, got, c.want)
+		}
+	}
+	k := &Kernels{Q8: false, MatVecBatch: 32}
+	if k.MatVecTakes(9) || !k.MatVecTakes(8) {
+		t.Errorf("without 8-bit activations the matrix-vector kernels take 8 columns at most")
+	}
+	k.Q8 = true
+	if !k.MatVecTakes(32) || k.MatVecTakes(33) {
+		t.Errorf("with 8-bit activations and MatVecBatch 32: MatVecTakes(32) %v, MatVecTakes(33) %v", k.MatVecTakes(32), k.MatVecTakes(33))
+	}
+}

@@ -35,11 +35,23 @@ const Lanes = 64
 // more.
 const MaxMatVecCols = 8
 
-// DefaultMatVecBatch is Kernels.MatVecBatch unless a caller changes it.
-// On the H200 the 8-bit matrix-vector kernel beats both prefill kernels
-// on every Llama-3-8B matrix up to 32 columns and ties them at 64
-// (docs/KERNELS.md, "Batches of sequences").
+// DefaultMatVecBatch is Kernels.MatVecBatch on a device whose integer dot
+// products are native (DefaultQ8's condition). On the H200 the 8-bit
+// matrix-vector kernel beats both prefill kernels on every Llama-3-8B
+// matrix up to 32 columns (docs/KERNELS.md, "Batches of sequences").
+// Elsewhere the 8-bit path is a user's choice (--int-dot on), and on GCN
+// and RDNA1 its groups of 5 to 8 columns spill registers (docs/AMD.md):
+// batches wider than MaxMatVecCols keep the prefill products there.
 const DefaultMatVecBatch = 32
+
+// defaultMatVecBatch is MatVecBatch for a device with integer dot
+// products, native (accelerated) or not.
+func defaultMatVecBatch(integerDot, accelerated bool) int {
+	if DefaultQ8(integerDot, accelerated) {
+		return DefaultMatVecBatch
+	}
+	return MaxMatVecCols
+}
 
 // MatVecShape is the geometry of the decode matrix-vector kernel.
 type MatVecShape struct {
@@ -229,7 +241,7 @@ func New(d *vk.Device) *Kernels {
 	info := d.Info()
 	mv, tile, tileQ8 := Defaults(info.SharedMemory, info.MaxWorkgroupInvocations)
 	return &Kernels{dev: d, info: info, MatVec: mv, Tile: tile, TileQ8: tileQ8, MatVecQ8: defaultMatVecQ8,
-		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated), MatVecBatch: DefaultMatVecBatch}
+		Q8: DefaultQ8(info.IntegerDot, info.DotAccelerated), MatVecBatch: defaultMatVecBatch(info.IntegerDot, info.DotAccelerated)}
 }
 
 // MatVecTakes says whether products of n activation columns run on the

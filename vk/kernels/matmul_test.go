@@ -284,7 +284,7 @@ func TestMatMulRejects(t *testing.T) {
 		{"unsupported type", k.MatMul(s, bind, bind, bind, quant.Q2_K, 1, 1, 256)},
 		{"float row not vec4", k.MatMul(s, bind, bind, bind, quant.F32, 1, 1, 7)},
 		{"short weights", k.MatMul(s, bind, bind, bind, quant.F32, 1, 20000, 4)},
-		{"too many columns", k.MatVecWith(s, bind, bind, bind, quant.F32, 9, 1, 4, k.MatVec)},
+		{"no columns", k.MatVecWith(s, bind, bind, bind, quant.F32, 0, 1, 4, k.MatVec)},
 		{"weights off 16 bytes", k.MatVecWith(s, bind, vk.Binding{Buf: b, Off: 8}, bind, quant.Q4_K, 1, 1, 256, k.MatVec)},
 		{"micro-tile", k.MatMulTiled(s, bind, bind, bind, quant.F32, 9, 1, 4, Tile{BM: 16, BN: 16, TM: 3, TN: 1})},
 		{"shared memory", k.MatMulTiled(s, bind, bind, bind, quant.Q4_K, 9, 1, 256, Tile{BM: 64, BN: 64, TM: 8, TN: 8})},
