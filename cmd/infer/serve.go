@@ -81,6 +81,12 @@ func serveCmd(args []string) error {
 		return err
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	// Signals are caught before the first request can be served: a
+	// SIGTERM that came between would otherwise kill the process with
+	// its streams cut.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	how := fmt.Sprintf("%d slots, decoded together in one forward pass", *parallel)
@@ -93,9 +99,6 @@ func serveCmd(args []string) error {
 		fmt.Fprintf(os.Stderr, "serve: decoded %d tokens in %d forward passes\n", eng.decoded.Load(), eng.passes.Load())
 	}()
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	select {
 	case err := <-served:
 		srv.Cancel()
