@@ -57,13 +57,14 @@ func kernelsCmd(args []string) error {
 		spec, output, intDotFlag, tuneFlag, coopFlag string
 		device, ctx, ubatch, seqs                    int
 		waves                                        []string
-		flash                                        bool
+		flash, narrowCoop                            bool
 	)
 	fs.StringVarP(&spec, "model", "m", "", "GGUF path or synth:PRESET[:FTYPE] (only its shapes are read)")
 	fs.IntVar(&device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
 	fs.StringSliceVar(&waves, "wave", nil, "flash attention's lane groups and the matrix-vector products' subgroup sizes: 32, 64 or auto, comma list (default: every lane group the device can run)")
 	fs.StringVar(&intDotFlag, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&coopFlag, "coopmat", "auto", coopMatUsage)
+	fs.BoolVar(&narrowCoop, "narrow-coop", false, narrowCoopUsage)
 	fs.BoolVarP(&flash, "flash-attn", "a", true, "flash attention (false: the plain attention kernel)")
 	fs.StringVar(&tuneFlag, "tune-profile", "", tuneProfileUsage)
 	fs.IntVarP(&ctx, "ctx-size", "c", 0, "context size (0: the model's, at most 4096); decode's split-k depends on it")
@@ -128,7 +129,8 @@ func kernelsCmd(args []string) error {
 	t0 := time.Now()
 	var list []engine.Pipeline
 	for _, w := range requested {
-		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, CoopMat: coopMat, CoopInt8: coopInt8, Tune: tuning, Warn: os.Stderr}
+		o := engine.Options{Wave: w, PlainAttention: !flash, IntDot: intDot, CoopMat: coopMat, CoopInt8: coopInt8,
+			NarrowCoop: narrowCoop, Tune: tuning, Warn: os.Stderr}
 		ps, err := planKernels(dev, o, f, ctx, ubatch, seqs)
 		if err != nil {
 			return err

@@ -19,19 +19,20 @@ import (
 
 // loadFlags are the model and backend flags shared by run, chat and bench.
 type loadFlags struct {
-	model   string
-	ctx     int
-	threads int
-	ubatch  int
-	backend string
-	device  int
-	verbose bool
-	profile string // --profile: "" (off), ops or waterfall
-	wave    string
-	intDot  string // --int-dot
-	coopMat string // --coopmat
-	flash   bool
-	tune    string // --tune-profile
+	model      string
+	ctx        int
+	threads    int
+	ubatch     int
+	backend    string
+	device     int
+	verbose    bool
+	profile    string // --profile: "" (off), ops or waterfall
+	wave       string
+	intDot     string // --int-dot
+	coopMat    string // --coopmat
+	narrowCoop bool   // --narrow-coop
+	flash      bool
+	tune       string // --tune-profile
 	// seqs is how many sequences the KV cache should hold (infer serve's
 	// --parallel) where the backend can decode several together; 0 or 1:
 	// one.
@@ -55,11 +56,15 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.wave, "wave", "auto", waveUsage)
 	fs.StringVar(&l.intDot, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&l.coopMat, "coopmat", "auto", coopMatUsage)
+	fs.BoolVar(&l.narrowCoop, "narrow-coop", false, narrowCoopUsage)
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
 	fs.StringVar(&l.tune, "tune-profile", "", tuneProfileUsage)
 	fs.StringVar(&l.profile, "profile", "", profileUsage)
 	fs.Lookup("profile").NoOptDefVal = "ops"
 }
+
+const narrowCoopUsage = "run the products of 9 to 64 columns (sequences decoding together, short prompts) on matvec_coopmat, " +
+	"where cooperative matrices are on (experimental)"
 
 const waveUsage = "flash attention's lane group and the subgroup size of the matrix-vector products: 32, 64 or auto " +
 	"(attention: RDNA 32, GCN 64, others native; products: RDNA 64, others the driver's)"
@@ -191,7 +196,7 @@ func (l *loadFlags) openBackend() (backend.Backend, error) {
 		if err == nil {
 			var e *engine.Engine
 			o := engine.Options{OwnDevice: true, Profile: profile, Wave: wave, PlainAttention: !l.flash, IntDot: intDot,
-				CoopMat: coopMat, CoopInt8: coopInt8, Warn: os.Stderr}
+				CoopMat: coopMat, CoopInt8: coopInt8, NarrowCoop: l.narrowCoop, Warn: os.Stderr}
 			if o.Tune, err = tuningFor(l.tune, dev.Info(), os.Stderr); err != nil {
 				dev.Close()
 				return nil, err

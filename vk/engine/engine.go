@@ -49,6 +49,10 @@ type Options struct {
 	// fails where cooperative matrices are off or the device has no
 	// usable 8-bit shape (coopmat.Int8Shape) or no shaderInt8.
 	CoopInt8 bool
+	// NarrowCoop runs the products of batches of 9 to 64 columns (many
+	// sequences decoding together, short prompts) on matvec_coopmat, where
+	// cooperative matrices are on (kernels.Kernels.NarrowCoop).
+	NarrowCoop bool
 	// Tune holds measured kernel geometry for this device (infer tune);
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
 	// its flash-attention wave.
@@ -136,6 +140,7 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 		}
 		k.CoopInt8 = true
 	}
+	k.NarrowCoop = o.NarrowCoop
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
 	// Prefill attention takes the matrix units with the products: the
 	// same choice, so --coopmat off turns both off.

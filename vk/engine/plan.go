@@ -236,8 +236,8 @@ func (o *planOps) matMul(d, m, a *tensor) {
 		o.add(fmt.Sprintf("matmul_coopmat_i8 %s %s", matrix(m), tile), 0, k.MatMulCoopInt8Spec(m.typ, tile))
 	case k.UseCoop(m.typ, a.rows, a.cols):
 		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
-		tile := k.CoopTileForShape(m.typ, m.rows, a.rows)
-		o.add(fmt.Sprintf("matmul_coopmat %s %s", matrix(m), tile), 0, k.MatMulCoopSpec(m.typ, tile))
+		ps, kernel, shape := k.CoopProductSpec(m.typ, a.rows, m.rows, m.cols)
+		o.add(fmt.Sprintf("%s %s %s", kernel, matrix(m), shape), 0, ps)
 	case k.UseQ8(m.typ):
 		o.productQ8(d, m, a, false)
 	case k.MatVecTakes(a.rows):

@@ -39,6 +39,8 @@ func TestPlanMatchesEngine(t *testing.T) {
 		}
 		models[spec] = p
 	}
+	narrow := intDot
+	narrow.NarrowCoop = true
 	type config struct {
 		o engine.Options
 		// emulate, when set, runs the cooperative-matrix kernels on their
@@ -50,6 +52,8 @@ func TestPlanMatchesEngine(t *testing.T) {
 		"default": {}, "int-dot": {o: intDot}, "wave64": {o: engine.Options{Wave: 64}}, "plain": {o: engine.Options{PlainAttention: true}},
 		"coop-emulated": {intDot, engine.EmulateCoop}, "coop-int8-emulated": {intDot, engine.EmulateCoopInt8},
 		"coop-int8-emulated-f32": {f32, engine.EmulateCoopInt8},
+		// The 40-token batches take matvec_coopmat.
+		"narrow-coop-emulated": {narrow, engine.EmulateCoop},
 	}
 	for name, path := range models {
 		for cname, cf := range configs {

@@ -303,11 +303,12 @@ func (p *program) refresh(c *actCopy, a *tensor, round func(s *vk.Sequence, dst,
 	c.fresh = true
 }
 
-// productCoop records dst = w·x on the matrix units (prefill), on the f16
-// copy of x, rounding x first unless it was since its last write (the q, k
-// and v projections share one copy, as gate and up do); or, where the
-// integer variant takes the weights, on the 8-bit copy of x, which the
-// kernel that wrote x may have filled as it went (q8Out).
+// productCoop records dst = w·x on the matrix units (prefill, and narrow
+// batches with NarrowCoop), on the f16 copy of x, rounding x first unless
+// it was since its last write (the q, k and v projections share one copy,
+// as gate and up do); or, where the integer variant takes the weights, on
+// the 8-bit copy of x, which the kernel that wrote x may have filled as it
+// went (q8Out).
 func (p *program) productCoop(d, m, a *tensor) {
 	if p.e.k.UseCoopInt8(m.typ, a.rows, a.cols) {
 		c := p.q8Copy(a)
@@ -320,13 +321,13 @@ func (p *program) productCoop(d, m, a *tensor) {
 		})
 		return
 	}
-	c := p.copyOf(p.f16, a, kernels.F16Bytes(a.rows, a.cols))
+	c := p.copyOf(p.f16, a, p.e.k.CoopXBytes(a.rows, a.cols))
 	if c == nil {
 		return
 	}
 	p.refresh(c, a, p.e.k.QuantizeF16)
 	p.op(bindings(m.b, c.b), bindings(d.b), func() error {
-		return p.e.k.MatMulCoop(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.CoopTileForShape(m.typ, m.rows, a.rows))
+		return p.e.k.CoopProduct(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols)
 	})
 }
 

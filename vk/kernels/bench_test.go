@@ -361,7 +361,9 @@ func runTimed(b *testing.B, s *vk.Sequence) float64 {
 // product of that width on the Llama-3-8B FFN matrices: the matrix-vector
 // kernels in groups of MaxMatVecCols columns (f32 and 8-bit activations),
 // the 8-bit tiled product (matmul_q8, TileQ8For) and, on devices with
-// cooperative matrices, matmul_coopmat (CoopTileForShape). Weights cycle
+// cooperative matrices, matmul_coopmat (CoopTileForShape) and
+// matvec_coopmat (MatVecCoopFor; -sweep tries other splits, row blocks
+// and steps). Weights cycle
 // through 256 MiB of copies, past any L2, as in decode. What it measures
 // sets DefaultMatVecBatch (docs/KERNELS.md).
 func BenchmarkMatVecBatch(b *testing.B) {
@@ -386,7 +388,11 @@ func BenchmarkMatVecBatch(b *testing.B) {
 		qt, rows, K := mat.t, mat.rows, mat.K
 		mats := benchMatrices(b, qt, rows, K, 256<<20)
 		n := slices.Max(ns)
-		x, err := benchDev.NewBuffer(max(f32(n*K), Q8Bytes(n, K), F16Bytes(n, K)), false)
+		xBytes := max(f32(n*K), Q8Bytes(n, K), F16Bytes(n, K))
+		for _, n := range ns {
+			xBytes = max(xBytes, kc.MatVecCoopXBytes(kc.MatVecCoopFor(qt, n, rows, K), n, K))
+		}
+		x, err := benchDev.NewBuffer(xBytes, false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -428,6 +434,25 @@ func BenchmarkMatVecBatch(b *testing.B) {
 				vs = append(vs, variant{"coopmat/" + tile.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
 					return kc.MatMulCoop(s, dst, w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile)
 				}})
+				shapes := []MatVecCoopShape{kc.MatVecCoopFor(qt, n, rows, K)}
+				if *sweep {
+					for _, split := range []int{1, 2, 4, 8} {
+						for _, fm := range []int{1, 2} {
+							for _, bk := range []int{64, 128, 256} {
+								sh := shapes[0]
+								sh.Subgroups, sh.Split, sh.FM, sh.BK = max(4, split), split, fm, bk
+								if sh != shapes[0] && kc.checkMatVecCoop(sh, qt) == nil && K%bk == 0 {
+									shapes = append(shapes, sh)
+								}
+							}
+						}
+					}
+				}
+				for _, sh := range shapes {
+					vs = append(vs, variant{"matvec_coopmat/" + sh.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
+						return kc.MatVecCoopWith(s, dst, w, vk.Binding{Buf: x, Size: kc.MatVecCoopXBytes(sh, n, K)}, qt, n, rows, K, sh)
+					}})
+				}
 			}
 			for _, v := range vs {
 				benchMatVecRun(b, fmt.Sprintf("%dx%d/%s/n%d/%s", rows, K, qt, n, v.name), mats,

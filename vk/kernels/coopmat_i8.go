@@ -20,15 +20,18 @@ func HasCoopInt8(t quant.Type) bool { return HasQ8(t) }
 // UseCoopInt8 says whether a product of n activation columns of K values
 // with weights of type t runs on the integer variant: k.CoopInt8 asks for
 // it, and the cooperative-matrix products take the product (UseCoop) and
-// the variant its weights.
+// the variant its weights; not the narrow batches that NarrowCoop sends
+// to matvec_coopmat.
 func (k *Kernels) UseCoopInt8(t quant.Type, n, K int) bool {
-	return k.CoopInt8 && k.UseCoop(t, n, K) && HasCoopInt8(t)
+	return k.CoopInt8Takes(n, K) && k.UseCoop(t, n, K) && HasCoopInt8(t)
 }
 
 // CoopInt8Takes says whether products of n activation columns of K
 // values with weights the variant takes run on it, reading an 8-bit copy
 // of the activations.
-func (k *Kernels) CoopInt8Takes(n, K int) bool { return k.CoopInt8 && k.CoopTakes(n, K) }
+func (k *Kernels) CoopInt8Takes(n, K int) bool {
+	return k.CoopInt8 && k.CoopTakes(n, K) && !k.narrowCoop(n)
+}
 
 // coopInt8Shape is the integer fragment shape: the policy's
 // (k.CoopMat.Int8), else 16x16x16 (the emulation's default).

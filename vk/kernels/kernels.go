@@ -233,6 +233,12 @@ type Kernels struct {
 	// f32 kernel costs several times more per column, so without Q8 the
 	// products of more than MaxMatVecCols columns are prefill's.
 	MatVecBatch int
+	// NarrowCoop sends the products of MaxMatVecCols < n <= NarrowCoopCols
+	// columns, on devices with cooperative matrices, to matvec_coopmat
+	// (UseMatVecCoop) instead of the matrix-vector kernels or
+	// matmul_coopmat: the weights streamed once, the products on the
+	// matrix units. Off until measured on the H200.
+	NarrowCoop bool
 }
 
 // New prepares kernels for d, with the built-in shapes for it (Defaults).
@@ -245,9 +251,10 @@ func New(d *vk.Device) *Kernels {
 }
 
 // MatVecTakes says whether products of n activation columns run on the
-// matrix-vector kernels (MatVecWith, MatVecQ8With, MatVecAdd).
+// matrix-vector kernels (MatVecWith, MatVecQ8With, MatVecAdd): not those
+// that NarrowCoop sends to the matrix units.
 func (k *Kernels) MatVecTakes(n int) bool {
-	return n <= MaxMatVecCols || k.Q8 && n <= k.MatVecBatch
+	return n <= MaxMatVecCols || k.Q8 && n <= k.MatVecBatch && !k.narrowCoop(n)
 }
 
 // unused is the binding for a buffer a shader declares and the variant

@@ -1,0 +1,217 @@
+// matvec_coopmat: dst[n][m] = s[n] * sum_k W[m][k] * xh[n][k] for narrow
+// batches (up to 64 columns: sequences decoding together, short prompts),
+// on the matrix units (coopmat.glsl), streaming the weights as the
+// matrix-vector kernels do.
+//
+// matmul_coopmat decodes a workgroup's weight tile into shared memory with
+// workgroup barriers around it: at a few dozen columns the products are
+// nearly free and those barriers, with every subgroup waiting on the
+// slowest decode, are the cost. Here each subgroup owns a block of RB =
+// FM*CM_M weight rows and walks K by itself: its lanes decode the block's
+// next BK values into the subgroup's own region of shared memory (f16, the
+// raw words of Q4_K/Q5_K fetched a step ahead), a subgroup barrier, and
+// the A fragments come from there. No subgroup waits on another inside the
+// K loop. The activations (quantize_f16.comp's f16 rows, column-major B
+// fragments) are read straight from the storage buffer: a few hundred KiB
+// that every row block shares, hot in the caches.
+//
+// Where the matrix has too few row blocks to fill the device (the k and v
+// projections), SPLIT subgroups share a row block, each taking every
+// SPLIT-th step of K, and their accumulators are added through shared
+// memory once, after the loop. A workgroup holds NSG/SPLIT row blocks; its
+// y index picks FN*CM_N of the columns (the Go side sizes FN so that one
+// workgroup row takes all of them where it can).
+//
+// BK divides K (so no step is partial and no B fragment reads past a row)
+// and spans whole runs of dequant.glsl's pieces; xh must hold, past its N
+// rows, the rows up to gridY*FN*CM_N that B fragments read (their values
+// reach only columns that are never written). Rows of a block past M
+// decode row M-1 again, whose products are never written either.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;  // NSG subgroups x their invocations
+layout(constant_id = 1) const uint QTYPE = 12;
+layout(constant_id = 2) const uint NSG = 4;   // subgroups per workgroup
+layout(constant_id = 3) const uint SPLIT = 1; // subgroups per row block (divides NSG)
+layout(constant_id = 4) const uint FM = 1;    // fragments per row block along M
+layout(constant_id = 5) const uint FN = 4;    // fragments along N per workgroup
+layout(constant_id = 6) const uint BK = 64;   // values of K per step
+layout(constant_id = 7) const uint CM_M = 16;
+layout(constant_id = 8) const uint CM_N = 16;
+layout(constant_id = 9) const uint CM_K = 16;
+layout(constant_id = 10) const uint SGV = 32; // invocations per subgroup (emulation)
+
+layout(binding = 0) writeonly buffer Dst { float dst[]; };
+layout(binding = 1) readonly buffer Wts { uint W[]; };
+// xh: N rows of K f16 values, then N f32 row scales.
+layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
+layout(binding = 2) readonly buffer XS { float xs[]; };
+
+layout(push_constant) uniform Push {
+    uint M;        // rows of W
+    uint N;        // columns (tokens)
+    uint K;        // values per row, a multiple of BK
+    uint rowBytes; // bytes per row of W
+} pc;
+
+#include "dequant.glsl"
+#include "coopmat.glsl"
+
+const uint SGS = WG / NSG;        // invocations per subgroup
+const uint RB = FM * CM_M;        // rows per block
+const uint RBW = (NSG / SPLIT) * RB; // rows per workgroup
+const uint PB = BK / 16u;         // 16-value pieces per row of a step
+const uint PPL = (RB * PB + SGS - 1u) / SGS; // pieces per lane per step
+const uint SA = BK / 4u + 2u;     // shA row stride, f16vec4s (16 bytes of padding)
+const uint CF = CM_M * CM_N;      // values per accumulator fragment
+
+shared f16vec4 shA[NSG * RB * SA];
+shared float shC[NSG * CF];
+
+#ifdef COOPMAT_EMULATE
+// The virtual subgroups are not the hardware's: their stages are ordered
+// with workgroup barriers, which every subgroup reaches together (the K
+// loop runs the same number of trips in all of them).
+#define SG_SYNC() barrier()
+#define SG_LANE (gl_LocalInvocationIndex % SGS)
+// b[k][n] = the f16 at half (off8 + n*stride8)*8 + k of xh.
+#define LOAD_XT(b, off8, stride8)                               \
+    for (uint cm_e = 0u; cm_e < CM_K * CM_N; cm_e++) {          \
+        uint cm_h = 8u * ((off8) + (cm_e % CM_N) * (stride8)) + cm_e / CM_N; \
+        (b)[cm_e] = float16_t(unpackHalf2x16(xh4[cm_h >> 3][(cm_h >> 1) & 3u])[cm_h & 1u]); \
+    }
+#else
+#extension GL_KHR_shader_subgroup_basic : require
+#define SG_SYNC() subgroupMemoryBarrierShared(); subgroupBarrier()
+#define SG_LANE gl_SubgroupInvocationID
+// A uvec4 array read as consecutive f16 values: offset and stride count
+// uvec4s (8 values).
+#define LOAD_XT(b, off8, stride8) coopMatLoad(b, xh4, off8, stride8, gl_CooperativeMatrixLayoutColumnMajor)
+#endif
+
+// Q4_K and Q5_K weights are fetched a step ahead (dq_k_fetch): a lane's
+// words for the next step are in flight while this step decodes and
+// multiplies, as the matrix-vector kernels keep theirs.
+const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K) && PPL <= 8u;
+KRaw araw[PREFETCH ? PPL : 1u];
+
+// pieceAt is piece j of this lane in a step: its row in the block and its
+// offset in the step; false past the block's pieces.
+bool pieceAt(uint lane, uint j, out uint r, out uint q) {
+    uint it = lane + j * SGS;
+    r = it / PB;
+    q = 16u * (it % PB);
+    return it < RB * PB;
+}
+
+// rowOf is the weight row that block row r reads: past M, the last row.
+uint rowOf(uint m0, uint r) { return min(m0 + r, pc.M - 1u); }
+
+void fetchA(uint lane, uint m0, uint k0) {
+    [[unroll]] for (uint j = 0u; j < PPL; j++) {
+        uint r, q;
+        if (pieceAt(lane, j, r, q)) {
+            uint k = k0 + q;
+            araw[j] = dq_k_fetch(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
+        }
+    }
+}
+
+// storeA writes a decoded piece (v, of piece p of its block) of block row
+// r at step offset q into the subgroup's stage.
+void storeA(uint base, uint r, uint q, uint p, vec4 v[4]) {
+    // The piece's block starts q - 16p values into the step (before it,
+    // where a step is part of a block: the unsigned sum wraps back), and
+    // dq_off places each vec4 within the block.
+    uint b = 4u * (base + r * SA) + q - 16u * p; // in halves
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        shA[(b + dq_off(p, i)) / 4u] = f16vec4(v[i]);
+    }
+}
+
+void decodeA(uint lane, uint base, uint m0, uint k0) {
+    [[unroll]] for (uint j = 0u; j < PPL; j++) {
+        uint r, q;
+        if (pieceAt(lane, j, r, q)) {
+            uint k = k0 + q;
+            uint p = (k % QK) / 16u;
+            vec4 v[4];
+            if (PREFETCH) {
+                dq_k_decode(araw[j], p, v);
+            } else {
+                dq_piece(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, p, pc.K - (k / QK) * QK, v);
+            }
+            storeA(base, r, q, p, v);
+        }
+    }
+}
+
+void main() {
+    uint sg = CM_SUBGROUP, lane = SG_LANE;
+    uint part = sg % SPLIT;
+    uint m0 = gl_WorkGroupID.x * RBW + (sg / SPLIT) * RB;
+    uint n0 = gl_WorkGroupID.y * FN * CM_N;
+    uint base = sg * RB * SA; // the subgroup's stage in shA, f16vec4s
+
+    CM_DECL_C(acc, FM * FN);
+    [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
+        CM_ZERO(acc[f]);
+    }
+    uint steps = pc.K / BK;
+    uint trips = (steps + SPLIT - 1u) / SPLIT;
+    if (PREFETCH && part < steps) {
+        fetchA(lane, m0, part * BK);
+    }
+    for (uint i = 0u; i < trips; i++) {
+        uint s = i * SPLIT + part;
+        uint k0 = s * BK;
+        SG_SYNC(); // the previous step's readers of the stage are done
+        if (s < steps) {
+            decodeA(lane, base, m0, k0);
+            if (PREFETCH && s + SPLIT < steps) {
+                fetchA(lane, m0, k0 + SPLIT * BK);
+            }
+        }
+        SG_SYNC(); // the stage is written
+        if (s < steps) {
+            for (uint kk = 0u; kk < BK; kk += CM_K) {
+                CM_DECL_A(a, FM);
+                [[unroll]] for (uint f = 0u; f < FM; f++) {
+                    CM_LOAD_A4(a[f], shA, base + f * CM_M * SA + kk / 4u, SA);
+                }
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    CM_DECL_B(b, 1);
+                    LOAD_XT(b[0], ((n0 + j * CM_N) * pc.K + k0 + kk) / 8u, pc.K / 8u);
+                    [[unroll]] for (uint f = 0u; f < FM; f++) {
+                        CM_MULADD(acc[f * FN + j], a[f], b[0]);
+                    }
+                }
+            }
+        }
+    }
+
+    // Every subgroup stores its f-th fragment column-major into its part of
+    // shC; then the workgroup adds the SPLIT parts of each row block and
+    // writes them out, consecutive invocations along m.
+    const uint blocks = NSG / SPLIT;
+    [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
+        barrier(); // the previous fragment's readers of shC are done
+        CM_STORE_CT(acc[f], shC, sg * CF, CM_M);
+        barrier();
+        for (uint it = gl_LocalInvocationIndex; it < blocks * CF; it += WG) {
+            uint blk = it / CF, e = it % CF;
+            float sum = 0.0;
+            for (uint p = 0u; p < SPLIT; p++) {
+                sum += shC[(blk * SPLIT + p) * CF + e];
+            }
+            uint m = gl_WorkGroupID.x * RBW + blk * RB + (f / FN) * CM_M + e % CM_M;
+            uint n = n0 + (f % FN) * CM_N + e / CM_M;
+            if (m < pc.M && n < pc.N) {
+                dst[n * pc.M + m] = sum * xs[pc.N * pc.K / 2u + n];
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// MatVecCoopShape is the geometry of the narrow batches' cooperative-matrix
+// product (matvec_coopmat.glsl): a workgroup holds Subgroups subgroups,
+// Split of them to a block of FM fragments of weight rows (each taking
+// every Split-th step of K), and computes FN fragments of activation
+// columns; K advances BK values a step.
+type MatVecCoopShape struct {
+	Subgroups, Split, FM, FN, BK int
+}
+
+func (s MatVecCoopShape) String() string {
+	return fmt.Sprintf("g%ds%dm%dn%dk%d", s.Subgroups, s.Split, s.FM, s.FN, s.BK)
+}
+
+// matVecCoopFrags is the most fragments along N a workgroup of the
+// built-in shape computes: 64 columns of 16-wide fragments, four
+// accumulators a subgroup (more, in the emulation, some drivers refuse to
+// build; see pickCoopTile).
+const matVecCoopFrags = 4
+
+// matVecCoopSplitMax bounds Split (and so the workgroup's subgroups).
+const matVecCoopSplitMax = 8
+
+// UseMatVecCoop says whether the engine's product of n activation columns
+// of K values with weights of type t runs on matvec_coopmat: with the
+// policy NarrowCoop on, for MaxMatVecCols < n <= NarrowCoopCols, on rows
+// of whole steps.
+func (k *Kernels) UseMatVecCoop(t quant.Type, n, K int) bool {
+	return k.narrowCoop(n) && HasCoop(t) && K%k.matVecCoopUnit(t) == 0
+}
+
+// narrowCoop says whether the policy sends products of n columns to
+// matvec_coopmat (for the weight types and row lengths it takes).
+func (k *Kernels) narrowCoop(n int) bool {
+	return k.NarrowCoop && k.coopOn() && n > MaxMatVecCols && n <= NarrowCoopCols
+}
+
+// matVecCoopUnit is the least step for weights of type t: whole runs of
+// dequant.glsl's pieces and whole fragments along K.
+func (k *Kernels) matVecCoopUnit(t quant.Type) int {
+	_, _, kk := k.coopShape()
+	u := kSpan(t)
+	for u%kk != 0 || u%8 != 0 {
+		u += kSpan(t)
+	}
+	return u
+}
+
+// MatVecCoopFor is the built-in shape for a rows x K matrix of type t and
+// n columns: 16-row blocks (one fragment: the most blocks to spread the
+// stream over), 128-value steps where K allows (64 in the emulation, whose
+// lanes hold four times the pieces), all columns in one workgroup row up
+// to matVecCoopFrags fragments, and Split doubled until the matrix has
+// eight subgroups per compute unit or K runs out of steps: the k and v
+// projections' 1024 rows are 64 blocks, a tenth of what an H200 streams
+// with.
+func (k *Kernels) MatVecCoopFor(t quant.Type, n, rows, K int) MatVecCoopShape {
+	m, cn, _ := k.coopShape()
+	unit := k.matVecCoopUnit(t)
+	bk := unit
+	for _, c := range []int{128, 64} {
+		if k.CoopEmulated && c > 64 {
+			continue
+		}
+		if c%unit == 0 && K%c == 0 {
+			bk = c
+			break
+		}
+	}
+	frags := ceil(n, cn)
+	fn := ceil(frags, ceil(frags, matVecCoopFrags))
+	cus := k.info.ComputeUnits
+	if cus == 0 {
+		cus = 32
+	}
+	blocks, steps := ceil(rows, m), K/max(bk, 1)
+	split := 1
+	for split < matVecCoopSplitMax && blocks*split < 8*cus && 2*split <= steps {
+		split *= 2
+	}
+	sh := MatVecCoopShape{Subgroups: max(4, split), Split: split, FM: 1, FN: fn, BK: bk}
+	// Fewer subgroups a workgroup (and a smaller split) where the device
+	// limits them.
+	for sh.Subgroups > 1 && k.checkMatVecCoop(sh, t) != nil {
+		sh.Subgroups /= 2
+		sh.Split = min(sh.Split, sh.Subgroups)
+	}
+	return sh
+}
+
+// MatVecCoopXBytes is the size of the f16 activations that MatVecCoop
+// with shape sh reads for n columns of K values: QuantizeF16's layout
+// (F16Bytes), extended where the last workgroup's fragments read rows past
+// n (their products are never written, but the reads must stay in the
+// buffer).
+func (k *Kernels) MatVecCoopXBytes(sh MatVecCoopShape, n, K int) int64 {
+	_, cn, _ := k.coopShape()
+	w := max(sh.FN, 1) * cn
+	return max(F16Bytes(n, K), 2*int64(ceil(n, w)*w)*int64(K))
+}
+
+// CoopXBytes is the size of the f16 copy of n columns of K values that the
+// engine's cooperative-matrix product of them (CoopProduct) reads, for
+// every weight type.
+func (k *Kernels) CoopXBytes(n, K int) int64 {
+	if !k.narrowCoop(n) {
+		return F16Bytes(n, K)
+	}
+	return k.MatVecCoopXBytes(k.MatVecCoopFor(quant.Q4_K, n, 1, K), n, K)
+}
+
+// MatVecCoop records dst = W·x on the matrix units for n columns of
+// activations xh in QuantizeF16's layout, padded to MatVecCoopXBytes, with
+// the built-in shape (MatVecCoopFor).
+func (k *Kernels) MatVecCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int) error {
+	return k.MatVecCoopWith(s, dst, w, xh, t, n, rows, K, k.MatVecCoopFor(t, n, rows, K))
+}
+
+// MatVecCoopWith is MatVecCoop with an explicit shape.
+func (k *Kernels) MatVecCoopWith(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int, sh MatVecCoopShape) error {
+	if !HasCoop(t) {
+		return fmt.Errorf("kernels: matvec_coopmat: weights of type %s: %w", t, quant.ErrUnsupported)
+	}
+	if !k.coopOn() {
+		return fmt.Errorf("kernels: matvec_coopmat: cooperative matrices are off on this device")
+	}
+	if err := k.checkMatVecCoop(sh, t); err != nil {
+		return err
+	}
+	if K%sh.BK != 0 {
+		return fmt.Errorf("kernels: matvec_coopmat: rows of %d values: need a multiple of the step, %d", K, sh.BK)
+	}
+	rb, err := checkMatrix("matvec_coopmat", dst, w, xh, k.MatVecCoopXBytes(sh, n, K), t, n, rows, K)
+	if err != nil {
+		return err
+	}
+	if w.Off%4 != 0 || xh.Off%16 != 0 {
+		return fmt.Errorf("kernels: matvec_coopmat: weights at offset %d, activations at %d: need multiples of 4 and 16", w.Off, xh.Off)
+	}
+	m, cn, _ := k.coopShape()
+	return k.dispatchTiles(s, "matvec_coopmat", k.MatVecCoopSpec(t, sh), dst, w, xh, t, n, rows, K, rb,
+		(sh.Subgroups/sh.Split)*sh.FM*m, sh.FN*cn)
+}
+
+// checkMatVecCoop reports whether shape sh can run on this device with
+// weights of type t and the fragment shape in use.
+func (k *Kernels) checkMatVecCoop(sh MatVecCoopShape, t quant.Type) error {
+	m, n, kk := k.coopShape()
+	bad := func(why string) error { return fmt.Errorf("kernels: matvec_coopmat: shape %v: %s", sh, why) }
+	switch {
+	case sh.Subgroups < 1 || sh.Split < 1 || sh.FM < 1 || sh.FN < 1 || sh.BK < 1:
+		return bad("sizes must be positive")
+	case sh.Subgroups%sh.Split != 0:
+		return bad("the split must divide the subgroups")
+	case sh.BK%k.matVecCoopUnit(t) != 0:
+		return bad(fmt.Sprintf("the step must hold whole runs of %s pieces and %d-value fragments", t, kk))
+	}
+	if inv := sh.Subgroups * k.coopSubgroup(); inv > k.info.MaxWorkgroupInvocations {
+		return bad(fmt.Sprintf("needs %d invocations, device allows %d", inv, k.info.MaxWorkgroupInvocations))
+	}
+	// Each subgroup's f16 stage of FM fragments of rows (rows padded by
+	// 16 bytes) and one f32 fragment each for the output.
+	if b := sh.Subgroups * (sh.FM*m*(2*sh.BK+16) + 4*m*n); b > k.info.SharedMemory {
+		return bad(fmt.Sprintf("needs %d bytes of shared memory, device has %d", b, k.info.SharedMemory))
+	}
+	return nil
+}
+
+// MatVecCoopSpec is the pipeline MatVecCoopWith builds for weights of
+// type t and shape sh.
+func (k *Kernels) MatVecCoopSpec(t quant.Type, sh MatVecCoopShape) vk.PipelineSpec {
+	m, n, kk := k.coopShape()
+	sg := k.coopSubgroup()
+	name, wave := "matvec_coopmat", sg
+	if k.CoopEmulated {
+		name, wave = "matvec_coopmat_emu", 0
+	}
+	return spec(name, 3, 16, wave, uint32(sh.Subgroups*sg), uint32(t), uint32(sh.Subgroups), uint32(sh.Split),
+		uint32(sh.FM), uint32(sh.FN), uint32(sh.BK), uint32(m), uint32(n), uint32(kk), uint32(sg))
+}
+
+// CoopProduct records the engine's cooperative-matrix product of n
+// columns of f16 activations xh (CoopXBytes of them): matvec_coopmat where
+// UseMatVecCoop takes it, else matmul_coopmat with CoopTileForShape's tile.
+func (k *Kernels) CoopProduct(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int) error {
+	if k.UseMatVecCoop(t, n, K) {
+		return k.MatVecCoop(s, dst, w, xh, t, n, rows, K)
+	}
+	return k.MatMulCoop(s, dst, w, xh, t, n, rows, K, k.CoopTileForShape(t, rows, n))
+}
+
+// CoopProductSpec is the pipeline CoopProduct builds, with its kernel's
+// name and shape for a plan's listing.
+func (k *Kernels) CoopProductSpec(t quant.Type, n, rows, K int) (ps vk.PipelineSpec, kernel, shape string) {
+	if k.UseMatVecCoop(t, n, K) {
+		sh := k.MatVecCoopFor(t, n, rows, K)
+		return k.MatVecCoopSpec(t, sh), "matvec_coopmat", sh.String()
+	}
+	tile := k.CoopTileForShape(t, rows, n)
+	return k.MatMulCoopSpec(t, tile), "matmul_coopmat", tile.String()
+}

@@ -1,0 +1,142 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vkinfer/vkinfer/coopmat"
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+)
+
+// testMatVecCoop runs MatVecCoopWith (QuantizeF16 before it) on case c
+// against the float64 product of the dequantized weights, with
+// activations scaled by big in every third column. The activations'
+// padding past QuantizeF16's layout holds f16 NaNs: the columns that read
+// it must never reach dst.
+func testMatVecCoop(t *testing.T, k *Kernels, qt quant.Type, c matCase, sh MatVecCoopShape, big float32) {
+	t.Helper()
+	t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, sh), func(t *testing.T) {
+		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
+		raw, deq := quantized(t, r, qt, c.rows, c.K)
+		x := normals(r, c.n*c.K, 1)
+		if big != 1 {
+			for i := range x {
+				if i/c.K%3 == 1 {
+					x[i] *= big
+				}
+			}
+		}
+		const wOff, dOff = 256, 64
+		wb := buffer(t, wOff+int64(len(raw)), nil)
+		if err := wb.Write(wOff, pad4(raw)); err != nil {
+			t.Fatal(err)
+		}
+		xb := floatBuffer(t, x)
+		size := k.MatVecCoopXBytes(sh, c.n, c.K)
+		nan := make([]byte, 16+size)
+		for i := range nan {
+			nan[i] = 0xFF
+		}
+		hb := buffer(t, 16+size, nan)
+		db := buffer(t, dOff+f32(c.n*c.rows), nil)
+		xh := vk.Binding{Buf: hb, Off: 16, Size: size}
+		run(t, func(s *vk.Sequence) error {
+			if err := k.QuantizeF16(s, xh, whole(xb), c.n, c.K); err != nil {
+				return err
+			}
+			s.Barrier()
+			return k.MatVecCoopWith(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)},
+				vk.Binding{Buf: wb, Off: wOff}, xh, qt, c.n, c.rows, c.K, sh)
+		})
+		want, scale := matRef(deq, x, c.n, c.rows, c.K)
+		// As matmul_coopmat: weights and activations rounded to f16,
+		// products and sums in f32.
+		compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, dotTol(c.K)+2.0/1024)
+	})
+}
+
+// TestMatVecCoop checks the narrow batches' cooperative-matrix product,
+// on the emulation everywhere and on the device's matrix units where it
+// has them, for every weight type it takes, at awkward row counts (1, 7,
+// 255, 257, 1025) and widths (9, 16, 17, 33, 63, 64), K of several
+// blocks, a long K split among subgroups, shapes beyond the built-in
+// ones, a fragment shape that is not square (more than one workgroup
+// along N), and activations beyond f16's range.
+func TestMatVecCoop(t *testing.T) {
+	types := []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q8_0, quant.Q4_0, quant.F16, quant.BF16}
+	cases := []matCase{
+		{rows: 257, K: 768, n: 9},
+		{rows: 7, K: 512, n: 16},
+		{rows: 1025, K: 256, n: 17},
+		{rows: 255, K: 1024, n: 33},
+		{rows: 1, K: 768, n: 63},
+		{rows: 33, K: 512, n: 64},
+	}
+	for name, k := range coopKernels(t, coopmat.Shape{}) {
+		t.Run(name, func(t *testing.T) {
+			for i, qt := range types {
+				for _, c := range []matCase{cases[i%len(cases)], cases[(i+3)%len(cases)]} {
+					testMatVecCoop(t, k, qt, c, k.MatVecCoopFor(qt, c.n, c.rows, c.K), 1)
+				}
+			}
+			// A long K (Llama-3-8B's down projection) over few rows: split
+			// among the subgroups.
+			sh := k.MatVecCoopFor(quant.Q4_K, 9, 40, 14336)
+			if sh.Split < 2 {
+				t.Errorf("40x14336: shape %v does not split K", sh)
+			}
+			testMatVecCoop(t, k, quant.Q4_K, matCase{rows: 40, K: 14336, n: 9}, sh, 1)
+			// Splits that leave some subgroups a step fewer than others, two
+			// fragments of rows, short steps of each kind.
+			testMatVecCoop(t, k, quant.Q6_K, matCase{rows: 70, K: 768, n: 20}, MatVecCoopShape{Subgroups: 4, Split: 4, FM: 1, FN: 2, BK: 128}, 1)
+			testMatVecCoop(t, k, quant.Q5_K, matCase{rows: 100, K: 768, n: 12}, MatVecCoopShape{Subgroups: 4, Split: 2, FM: 2, FN: 1, BK: 64}, 1)
+			testMatVecCoop(t, k, quant.Q4_K, matCase{rows: 257, K: 512, n: 30}, MatVecCoopShape{Subgroups: 2, Split: 1, FM: 1, FN: 2, BK: 128}, 1)
+			testMatVecCoop(t, k, quant.Q8_0, matCase{rows: 50, K: 96, n: 40}, MatVecCoopShape{Subgroups: 4, Split: 2, FM: 1, FN: 3, BK: 32}, 1e6)
+			testMatVecCoop(t, k, quant.F16, matCase{rows: 19, K: 48, n: 11}, MatVecCoopShape{Subgroups: 4, Split: 1, FM: 1, FN: 1, BK: 16}, 1)
+			testMatVecCoop(t, k, quant.Q4_K, matCase{rows: 64, K: 512, n: 40}, k.MatVecCoopFor(quant.Q4_K, 40, 64, 512), 1e6)
+		})
+	}
+	// NVIDIA's 16x8x16 fragments: 33 columns take two workgroups along N.
+	for name, k := range coopKernels(t, coopmat.Shape{M: 16, N: 8, K: 16}) {
+		t.Run(name+"/16x8x16", func(t *testing.T) {
+			testMatVecCoop(t, k, quant.Q6_K, matCase{rows: 255, K: 512, n: 33}, k.MatVecCoopFor(quant.Q6_K, 33, 255, 512), 1)
+			testMatVecCoop(t, k, quant.BF16, matCase{rows: 9, K: 64, n: 64}, k.MatVecCoopFor(quant.BF16, 64, 9, 64), 1)
+		})
+	}
+}
+
+func TestMatVecCoopRejects(t *testing.T) {
+	setup(t)
+	k := New(kern.dev) // checks only: nothing is run
+	k.CoopEmulated = true
+	t.Cleanup(k.Close)
+	off := New(kern.dev)
+	t.Cleanup(off.Close)
+	b := buffer(t, 1<<20, nil)
+	bind := whole(b)
+	s := kern.dev.NewSequence()
+	defer s.Free()
+	sh := MatVecCoopShape{Subgroups: 4, Split: 2, FM: 1, FN: 1, BK: 64}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"f32 weights", k.MatVecCoopWith(s, bind, bind, bind, quant.F32, 9, 16, 256, sh)},
+		{"off", off.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, sh)},
+		{"K not a multiple of the step", k.MatVecCoopWith(s, bind, bind, bind, quant.Q8_0, 9, 16, 96, sh)},
+		{"partial run of Q6_K pieces", k.MatVecCoopWith(s, bind, bind, bind, quant.Q6_K, 9, 16, 256, sh)},
+		{"split not dividing", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 3, FM: 1, FN: 1, BK: 64})},
+		{"zero fragments", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 1, FM: 1, FN: 0, BK: 64})},
+		{"shared memory", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 4096, MatVecCoopShape{Subgroups: 64, Split: 1, FM: 4, FN: 1, BK: 4096})},
+		// 9 columns of 256 values fit F16Bytes, but the fragment reads 16.
+		{"unpadded activations", k.MatVecCoopWith(s, bind, bind, vk.Binding{Buf: b, Size: F16Bytes(9, 256)}, quant.Q4_K, 9, 16, 256, sh)},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: accepted", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, c.err)
+		}
+	}
+}
