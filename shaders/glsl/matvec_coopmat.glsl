@@ -43,12 +43,16 @@ layout(constant_id = 7) const uint CM_M = 16;
 layout(constant_id = 8) const uint CM_N = 16;
 layout(constant_id = 9) const uint CM_K = 16;
 layout(constant_id = 10) const uint SGV = 32; // invocations per subgroup (emulation)
+// RESID adds r to the result as it is written (a residual connection), as
+// matvec.glsl does; dst may be r.
+layout(constant_id = 11) const bool RESID = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
 // xh: N rows of K f16 values, then N f32 row scales.
 layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
 layout(binding = 2) readonly buffer XS { float xs[]; };
+layout(binding = 3) readonly buffer R { float res[]; };
 
 layout(push_constant) uniform Push {
     uint M;        // rows of W
@@ -210,7 +214,8 @@ void main() {
             uint m = gl_WorkGroupID.x * RBW + blk * RB + (f / FN) * CM_M + e % CM_M;
             uint n = n0 + (f % FN) * CM_N + e / CM_M;
             if (m < pc.M && n < pc.N) {
-                dst[n * pc.M + m] = sum * xs[pc.N * pc.K / 2u + n];
+                uint i = n * pc.M + m;
+                dst[i] = sum * xs[pc.N * pc.K / 2u + n] + (RESID ? res[i] : 0.0);
             }
         }
     }

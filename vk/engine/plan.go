@@ -253,6 +253,10 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
 	k := o.pl.e.k
 	switch {
+	case k.UseMatVecCoop(m.typ, a.rows, a.cols):
+		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		sh := k.MatVecCoopFor(m.typ, a.rows, m.rows, m.cols)
+		o.add(fmt.Sprintf("matvec_coopmat %s %s +residual", matrix(m), sh), 0, k.MatVecCoopSpec(m.typ, sh, true))
 	case !k.MatVecTakes(a.rows):
 		if o.prod == nil || o.prod.rows != d.rows || o.prod.cols != d.cols {
 			o.prod = act(o.Tensor(d.rows, d.cols))

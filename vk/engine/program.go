@@ -236,7 +236,7 @@ func (p *program) MatMul(dst, w, x backend.Tensor) {
 // matMul records dst = w·x on its own.
 func (p *program) matMul(d, m, a *tensor) {
 	if p.e.k.UseCoop(m.typ, a.rows, a.cols) {
-		p.productCoop(d, m, a)
+		p.productCoop(d, m, a, nil)
 		return
 	}
 	if p.e.k.UseQ8(m.typ) {
@@ -251,6 +251,10 @@ func (p *program) matMul(d, m, a *tensor) {
 func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 	p.flush()
 	d, m, a, res := act(dst), act(w), act(x), act(r)
+	if p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
+		p.productCoop(d, m, a, res)
+		return
+	}
 	if !p.e.k.MatVecTakes(a.rows) {
 		// The tiled kernel has no residual input: a product into a scratch
 		// tensor (one per program, reused by every layer), then an add.
@@ -303,14 +307,15 @@ func (p *program) refresh(c *actCopy, a *tensor, round func(s *vk.Sequence, dst,
 	c.fresh = true
 }
 
-// productCoop records dst = w·x on the matrix units (prefill, and narrow
-// batches with NarrowCoop), on the f16 copy of x, rounding x first unless
-// it was since its last write (the q, k and v projections share one copy,
-// as gate and up do); or, where the integer variant takes the weights, on
-// the 8-bit copy of x, which the kernel that wrote x may have filled as it
-// went (q8Out).
-func (p *program) productCoop(d, m, a *tensor) {
-	if p.e.k.UseCoopInt8(m.typ, a.rows, a.cols) {
+// productCoop records dst = w·x (+ r where r is not nil: matvec_coopmat
+// only) on the matrix units (prefill, and narrow batches with
+// NarrowCoop), on the f16 copy of x, rounding x first unless it was since
+// its last write (the q, k and v projections share one copy, as gate and
+// up do); or, where the integer variant takes the weights, on the 8-bit
+// copy of x, which the kernel that wrote x may have filled as it went
+// (q8Out).
+func (p *program) productCoop(d, m, a, r *tensor) {
+	if p.e.k.UseCoopInt8(m.typ, a.rows, a.cols) { // never with r: not a narrow batch's
 		c := p.q8Copy(a)
 		if c == nil {
 			return
@@ -326,6 +331,12 @@ func (p *program) productCoop(d, m, a *tensor) {
 		return
 	}
 	p.refresh(c, a, p.e.k.QuantizeF16)
+	if r != nil {
+		p.op(bindings(m.b, c.b, r.b), bindings(d.b), func() error {
+			return p.e.k.MatVecCoopAdd(p.seq, d.b, m.b, c.b, r.b, m.typ, a.rows, m.rows, m.cols)
+		})
+		return
+	}
 	p.op(bindings(m.b, c.b), bindings(d.b), func() error {
 		return p.e.k.CoopProduct(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols)
 	})

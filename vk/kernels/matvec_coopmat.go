@@ -126,6 +126,16 @@ func (k *Kernels) MatVecCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type
 
 // MatVecCoopWith is MatVecCoop with an explicit shape.
 func (k *Kernels) MatVecCoopWith(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int, sh MatVecCoopShape) error {
+	return k.matVecCoop(s, dst, w, xh, nil, t, n, rows, K, sh)
+}
+
+// MatVecCoopAdd records dst = r + W·x as MatVecCoop does, the residual r
+// added as the kernel writes; dst may be r.
+func (k *Kernels) MatVecCoopAdd(s *vk.Sequence, dst, w, xh, r vk.Binding, t quant.Type, n, rows, K int) error {
+	return k.matVecCoop(s, dst, w, xh, &r, t, n, rows, K, k.MatVecCoopFor(t, n, rows, K))
+}
+
+func (k *Kernels) matVecCoop(s *vk.Sequence, dst, w, xh vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecCoopShape) error {
 	if !HasCoop(t) {
 		return fmt.Errorf("kernels: matvec_coopmat: weights of type %s: %w", t, quant.ErrUnsupported)
 	}
@@ -145,9 +155,27 @@ func (k *Kernels) MatVecCoopWith(s *vk.Sequence, dst, w, xh vk.Binding, t quant.
 	if w.Off%4 != 0 || xh.Off%16 != 0 {
 		return fmt.Errorf("kernels: matvec_coopmat: weights at offset %d, activations at %d: need multiples of 4 and 16", w.Off, xh.Off)
 	}
+	var res vk.Binding
+	if r != nil {
+		if err := need("matvec_coopmat residual", *r, f32(n*rows)); err != nil {
+			return err
+		}
+		res = *r
+	} else if res, err = k.unusedInput(); err != nil {
+		return err
+	}
 	m, cn, _ := k.coopShape()
-	return k.dispatchTiles(s, "matvec_coopmat", k.MatVecCoopSpec(t, sh), dst, w, xh, t, n, rows, K, rb,
-		(sh.Subgroups/sh.Split)*sh.FM*m, sh.FN*cn)
+	gx, gy := ceil(rows, (sh.Subgroups/sh.Split)*sh.FM*m), ceil(n, sh.FN*cn)
+	if gx > int(k.info.MaxWorkgroupCount[0]) || gy > int(k.info.MaxWorkgroupCount[1]) {
+		return fmt.Errorf("kernels: matvec_coopmat: %dx%d workgroups exceed the device's grid", gx, gy)
+	}
+	p, err := k.pipeline(k.MatVecCoopSpec(t, sh, r != nil))
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
+	s.Dispatch(p, []vk.Binding{dst, w, xh, res}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)), uint32(gx), uint32(gy), 1)
+	return nil
 }
 
 // checkMatVecCoop reports whether shape sh can run on this device with
@@ -174,17 +202,17 @@ func (k *Kernels) checkMatVecCoop(sh MatVecCoopShape, t quant.Type) error {
 	return nil
 }
 
-// MatVecCoopSpec is the pipeline MatVecCoopWith builds for weights of
-// type t and shape sh.
-func (k *Kernels) MatVecCoopSpec(t quant.Type, sh MatVecCoopShape) vk.PipelineSpec {
+// MatVecCoopSpec is the pipeline MatVecCoopWith (MatVecCoopAdd with
+// residual) builds for weights of type t and shape sh.
+func (k *Kernels) MatVecCoopSpec(t quant.Type, sh MatVecCoopShape, residual bool) vk.PipelineSpec {
 	m, n, kk := k.coopShape()
 	sg := k.coopSubgroup()
 	name, wave := "matvec_coopmat", sg
 	if k.CoopEmulated {
 		name, wave = "matvec_coopmat_emu", 0
 	}
-	return spec(name, 3, 16, wave, uint32(sh.Subgroups*sg), uint32(t), uint32(sh.Subgroups), uint32(sh.Split),
-		uint32(sh.FM), uint32(sh.FN), uint32(sh.BK), uint32(m), uint32(n), uint32(kk), uint32(sg))
+	return spec(name, 4, 16, wave, uint32(sh.Subgroups*sg), uint32(t), uint32(sh.Subgroups), uint32(sh.Split),
+		uint32(sh.FM), uint32(sh.FN), uint32(sh.BK), uint32(m), uint32(n), uint32(kk), uint32(sg), b32(residual))
 }
 
 // CoopProduct records the engine's cooperative-matrix product of n
@@ -202,7 +230,7 @@ func (k *Kernels) CoopProduct(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Typ
 func (k *Kernels) CoopProductSpec(t quant.Type, n, rows, K int) (ps vk.PipelineSpec, kernel, shape string) {
 	if k.UseMatVecCoop(t, n, K) {
 		sh := k.MatVecCoopFor(t, n, rows, K)
-		return k.MatVecCoopSpec(t, sh), "matvec_coopmat", sh.String()
+		return k.MatVecCoopSpec(t, sh, false), "matvec_coopmat", sh.String()
 	}
 	tile := k.CoopTileForShape(t, rows, n)
 	return k.MatMulCoopSpec(t, tile), "matmul_coopmat", tile.String()

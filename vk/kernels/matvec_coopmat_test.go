@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -130,6 +131,7 @@ func TestMatVecCoopRejects(t *testing.T) {
 		{"split not dividing", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 3, FM: 1, FN: 1, BK: 64})},
 		{"zero fragments", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 1, FM: 1, FN: 0, BK: 64})},
 		{"shared memory", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 4096, MatVecCoopShape{Subgroups: 64, Split: 1, FM: 4, FN: 1, BK: 4096})},
+		{"short residual", k.MatVecCoopAdd(s, bind, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256)},
 		// 9 columns of 256 values fit F16Bytes, but the fragment reads 16.
 		{"unpadded activations", k.MatVecCoopWith(s, bind, bind, vk.Binding{Buf: b, Size: F16Bytes(9, 256)}, quant.Q4_K, 9, 16, 256, sh)},
 	} {
@@ -137,6 +139,41 @@ func TestMatVecCoopRejects(t *testing.T) {
 			t.Errorf("%s: accepted", c.name)
 		} else {
 			t.Logf("%s: %v", c.name, c.err)
+		}
+	}
+}
+
+// TestMatVecCoopAdd checks the residual variant in place (dst = r + W·x
+// with dst the residual's buffer), as the engine's MatMulAdd runs it.
+func TestMatVecCoopAdd(t *testing.T) {
+	for name, k := range coopKernels(t, coopmat.Shape{}) {
+		for _, c := range []struct {
+			qt quant.Type
+			matCase
+		}{{quant.Q4_K, matCase{rows: 257, K: 512, n: 17}}, {quant.Q6_K, matCase{rows: 100, K: 768, n: 40}}} {
+			t.Run(fmt.Sprintf("%s/%s/%dx%d/n%d", name, c.qt, c.rows, c.K, c.n), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.n)))
+				raw, deq := quantized(t, r, c.qt, c.rows, c.K)
+				x := normals(r, c.n*c.K, 1)
+				res := normals(r, c.n*c.rows, 4)
+				wb := buffer(t, int64(len(raw)), pad4(raw))
+				xb := floatBuffer(t, x)
+				hb := buffer(t, k.MatVecCoopXBytes(k.MatVecCoopFor(c.qt, c.n, c.rows, c.K), c.n, c.K), nil)
+				db := floatBuffer(t, res)
+				run(t, func(s *vk.Sequence) error {
+					if err := k.QuantizeF16(s, whole(hb), whole(xb), c.n, c.K); err != nil {
+						return err
+					}
+					s.Barrier()
+					return k.MatVecCoopAdd(s, whole(db), whole(wb), whole(hb), whole(db), c.qt, c.n, c.rows, c.K)
+				})
+				want, scale := matRef(deq, x, c.n, c.rows, c.K)
+				for i := range want {
+					want[i] += float64(res[i])
+					scale[i] += math.Abs(float64(res[i]))
+				}
+				compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K)+2.0/1024)
+			})
 		}
 	}
 }
