@@ -70,6 +70,9 @@ func TestAMDCompileMatrix(t *testing.T) {
 		// The products' integer variant (int8 fragments), where the
 		// device has cooperative matrices (other families refuse it).
 		{"", []string{"--wave", "auto", "--coopmat", "int8", "--int-dot", "on"}, []int{32}},
+		// Narrow batches on matvec_coopmat (RDNA3; a plain pass elsewhere),
+		// with and without the residual, over three 16-column fragments.
+		{"", []string{"--wave", "auto", "-u", "33", "--narrow-coop", "--int-dot", "on"}, []int{32}},
 		// Issue 18's kernels: Qwen3's per-head norms (head dim 128);
 		// Gemma 3's GeGLU, embedding scale, head dim 256 and sliding
 		// windows, also with the policy's wave on a short prompt.
@@ -155,9 +158,15 @@ func TestAMDCompileMatrix(t *testing.T) {
 				if plainRows := slices.ContainsFunc(reports, func(p kernelReport) bool { return p.Kind == "rows" && p.Shader == "causal_attn" }); plainRows != (rows && waves == nil) {
 					t.Errorf("%v: the plain attention kernel in a rows pass %v", args[1:], plainRows)
 				}
-				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat") })
+				// --narrow-coop sends a 33-token prompt's products to
+				// matvec_coopmat instead.
+				kernel := "matmul_coopmat"
+				if slices.Contains(run.args, "--narrow-coop") {
+					kernel = "matvec_coopmat"
+				}
+				coop := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, kernel) })
 				if coop != wantCoop {
-					t.Errorf("%v: matmul_coopmat pipelines %v, want %v", args[1:], coop, wantCoop)
+					t.Errorf("%v: %s pipelines %v, want %v", args[1:], kernel, coop, wantCoop)
 				}
 				i8 := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat_i8") })
 				if i8 != int8 {
