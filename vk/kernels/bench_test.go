@@ -437,12 +437,14 @@ func BenchmarkMatVecBatch(b *testing.B) {
 				shapes := []MatVecCoopShape{kc.MatVecCoopFor(qt, n, rows, K)}
 				if *sweep {
 					for _, split := range []int{1, 2, 4, 8} {
-						for _, fm := range []int{1, 2} {
-							for _, bk := range []int{64, 128, 256} {
-								sh := shapes[0]
-								sh.Subgroups, sh.Split, sh.FM, sh.BK = max(4, split), split, fm, bk
-								if sh != shapes[0] && kc.checkMatVecCoop(sh, qt) == nil && K%bk == 0 {
-									shapes = append(shapes, sh)
+						for _, g := range []int{4, 8} {
+							for _, fm := range []int{1, 2} {
+								for _, bk := range []int{64, 128, 256} {
+									sh := shapes[0]
+									sh.Subgroups, sh.Split, sh.FM, sh.BK = max(g, split), split, fm, bk
+									if !slices.Contains(shapes, sh) && kc.checkMatVecCoop(sh, qt) == nil && K%bk == 0 {
+										shapes = append(shapes, sh)
+									}
 								}
 							}
 						}
