@@ -48,6 +48,19 @@ func benchSetup(b *testing.B) *Kernels {
 	return benchK
 }
 
+// benchCols is -cols: the activation column counts to measure, in order.
+func benchCols(b *testing.B) []int {
+	var ns []int
+	for _, c := range strings.Split(*cols, ",") {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
 // The matrices of a Llama-3-8B FFN: up/gate (14336 rows of 4096) and down
 // (4096 rows of 14336).
 var benchShapes = [][2]int{{4096, 14336}, {14336, 4096}}
@@ -241,14 +254,7 @@ func benchMatrices(b *testing.B, qt quant.Type, rows, K int, minBytes int64) []*
 // 8-bit ones (q8, matmul_q8). With -sweep it tries several tile shapes.
 func BenchmarkMatMulQ4K(b *testing.B) {
 	k := benchSetup(b)
-	var ns []int
-	for _, c := range strings.Split(*cols, ",") {
-		n, err := strconv.Atoi(c)
-		if err != nil || n < 1 {
-			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
-		}
-		ns = append(ns, n)
-	}
+	ns := benchCols(b)
 	tiles := []Tile{k.Tile}
 	if *sweep {
 		tiles = append(tiles,
@@ -371,14 +377,7 @@ func BenchmarkMatVecBatch(b *testing.B) {
 	kc := New(benchDev)
 	defer kc.Close()
 	kc.CoopMat = coopmat.Choose(CoopDevice(k.info))
-	var ns []int
-	for _, c := range strings.Split(*cols, ",") {
-		n, err := strconv.Atoi(c)
-		if err != nil || n < 1 {
-			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
-		}
-		ns = append(ns, n)
-	}
+	ns := benchCols(b)
 	type matrix struct {
 		t       quant.Type
 		rows, K int

@@ -3,8 +3,6 @@ package kernels
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/coopmat"
@@ -36,14 +34,7 @@ func BenchmarkMatMulCoop(b *testing.B) {
 	} else {
 		int8 = true
 	}
-	var ns []int
-	for _, s := range strings.Split(*cols, ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("-cols %q: want a comma list of positive counts", *cols)
-		}
-		ns = append(ns, n)
-	}
+	ns := benchCols(b)
 	type matrix struct {
 		t       quant.Type
 		rows, K int

@@ -3,8 +3,6 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/coopmat"
@@ -25,10 +23,7 @@ import (
 func BenchmarkMoEPrefill(b *testing.B) {
 	k := benchSetup(b)
 	const experts, topK = 128, 8
-	n, err := strconv.Atoi(strings.Split(*cols, ",")[0])
-	if err != nil || n < 1 {
-		b.Fatalf("-cols %q: want a positive count first", *cols)
-	}
+	n := benchCols(b)[0]
 	pairs := n * topK
 	kc := k
 	if c := coopmat.Choose(CoopDevice(k.info)); c.On() {
