@@ -245,11 +245,8 @@ func (k *Kernels) QuantizeF16Spec() vk.PipelineSpec {
 // cooperative matrices (k.CoopMat), or matmul_coopmat_emu where
 // k.CoopEmulated asks for the software emulation.
 func (k *Kernels) MatMulCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type, n, rows, K int, tile CoopTile) error {
-	if !HasCoop(t) {
-		return fmt.Errorf("kernels: matmul_coopmat: weights of type %s: %w", t, quant.ErrUnsupported)
-	}
-	if !k.coopOn() {
-		return fmt.Errorf("kernels: matmul_coopmat: cooperative matrices are off on this device")
+	if err := k.coopReady("matmul_coopmat", t); err != nil {
+		return err
 	}
 	if K%8 != 0 {
 		return fmt.Errorf("kernels: matmul_coopmat: rows of %d values: need a multiple of 8", K)
@@ -261,10 +258,32 @@ func (k *Kernels) MatMulCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type
 	if err := k.CheckCoopTile(tile, t); err != nil {
 		return err
 	}
-	if w.Off%4 != 0 || xh.Off%16 != 0 {
-		return fmt.Errorf("kernels: matmul_coopmat: weights at offset %d, activations at %d: need multiples of 4 and 16", w.Off, xh.Off)
+	if err := coopAligned("matmul_coopmat", w, xh); err != nil {
+		return err
 	}
 	return k.dispatchTiles(s, "matmul_coopmat", k.MatMulCoopSpec(t, tile), dst, w, xh, t, n, rows, K, rb, tile.BM, tile.BN)
+}
+
+// coopReady reports whether product name can run on the matrix units (the
+// device's or the emulation) with weights of type t.
+func (k *Kernels) coopReady(name string, t quant.Type) error {
+	if !HasCoop(t) {
+		return fmt.Errorf("kernels: %s: weights of type %s: %w", name, t, quant.ErrUnsupported)
+	}
+	if !k.coopOn() {
+		return fmt.Errorf("kernels: %s: cooperative matrices are off on this device", name)
+	}
+	return nil
+}
+
+// coopAligned reports whether the f16 products can bind weights w and
+// activations xh where they are: the shaders read the weights in 4-byte
+// words and the activations in 16-byte ones.
+func coopAligned(name string, w, xh vk.Binding) error {
+	if w.Off%4 != 0 || xh.Off%16 != 0 {
+		return fmt.Errorf("kernels: %s: weights at offset %d, activations at %d: need multiples of 4 and 16", name, w.Off, xh.Off)
+	}
+	return nil
 }
 
 // CheckCoopTile reports whether tile can run on this device with weights

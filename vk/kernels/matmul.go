@@ -227,11 +227,8 @@ func (k *Kernels) GatedQ8Spec(g GLU) vk.PipelineSpec { return quantizeQ8Spec(g.q
 // the quants with the 8-bit activations, which need the device's
 // IntegerDot feature.
 func (k *Kernels) MatVecQ8With(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
-	if !HasQ8(t) {
-		return fmt.Errorf("kernels: matvec_q8: weights of type %s: %w", t, quant.ErrUnsupported)
-	}
-	if !k.info.IntegerDot {
-		return fmt.Errorf("kernels: matvec_q8: the device lacks the integer dot product feature")
+	if err := k.q8Ready("matvec_q8", t); err != nil {
+		return err
 	}
 	if err := vec4Aligned("matvec_q8", xq); err != nil { // read as 16- and 8-byte words
 		return err
@@ -310,10 +307,7 @@ func (k *Kernels) MatMulTiled(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type
 	if err != nil {
 		return err
 	}
-	if tile.KB != 0 && tile.KB != 16 && tile.KB != 32 && tile.KB != 64 {
-		return fmt.Errorf("kernels: matmul: tile %v: activation chunk %d, want 16, 32 or 64", tile, tile.KB)
-	}
-	if err := k.checkTile(tile, t, tile.SharedBytes(t)); err != nil {
+	if err := k.checkF32Tile("matmul", tile, t, 0); err != nil {
 		return err
 	}
 	return k.dispatchTiles(s, "matmul", k.MatMulSpec(t, tile), dst, w, x, t, n, rows, K, rb, tile.BM, tile.BN)
@@ -349,24 +343,15 @@ func (k *Kernels) MatMulSpec(t quant.Type, tile Tile) vk.PipelineSpec {
 // the tile it uses BM, BN, TM, TN and KB (the activation chunk: 32 or 64,
 // 0 meaning 64).
 func (k *Kernels) MatMulQ8(s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, n, rows, K int, tile Tile) error {
-	if !HasQ8(t) {
-		return fmt.Errorf("kernels: matmul_q8: weights of type %s: %w", t, quant.ErrUnsupported)
-	}
-	if !k.info.IntegerDot {
-		return fmt.Errorf("kernels: matmul_q8: the device lacks the integer dot product feature")
+	if err := k.q8Ready("matmul_q8", t); err != nil {
+		return err
 	}
 	rb, err := checkMatrix("matmul_q8", dst, w, xq, Q8Bytes(n, K), t, n, rows, K)
 	if err != nil {
 		return err
 	}
-	if tile.KB != 0 && tile.KB != 32 && tile.KB != 64 {
-		return fmt.Errorf("kernels: matmul_q8: tile %v: activation chunk %d, want 32 or 64", tile, tile.KB)
-	}
-	if err := k.checkTile(tile, t, tile.Q8SharedBytes(t)); err != nil {
+	if err := k.checkQ8Tile("matmul_q8", tile, t, w, xq, 0); err != nil {
 		return err
-	}
-	if w.Off%16 != 0 || xq.Off%16 != 0 {
-		return fmt.Errorf("kernels: matmul_q8: weights at offset %d, activations at %d: need multiples of 16", w.Off, xq.Off)
 	}
 	return k.dispatchTiles(s, "matmul_q8", k.MatMulQ8Spec(t, tile), dst, w, xq, t, n, rows, K, rb, tile.BM, tile.BN)
 }
@@ -375,6 +360,44 @@ func (k *Kernels) MatMulQ8(s *vk.Sequence, dst, w, xq vk.Binding, t quant.Type, 
 func (k *Kernels) MatMulQ8Spec(t quant.Type, tile Tile) vk.PipelineSpec {
 	return spec("matmul_q8", 3, 16, 0, uint32(tile.Invocations()), uint32(t),
 		uint32(tile.BM), uint32(tile.BN), uint32(tile.TM), uint32(tile.TN), uint32(tile.q8Chunk(t)))
+}
+
+// q8Ready reports whether product name can take 8-bit activations with
+// weights of type t on this device: the quants' integer dot products need
+// both.
+func (k *Kernels) q8Ready(name string, t quant.Type) error {
+	if !HasQ8(t) {
+		return fmt.Errorf("kernels: %s: weights of type %s: %w", name, t, quant.ErrUnsupported)
+	}
+	if !k.info.IntegerDot {
+		return fmt.Errorf("kernels: %s: the device lacks the integer dot product feature", name)
+	}
+	return nil
+}
+
+// checkF32Tile reports whether tile can run product name (matmul or its
+// gathered variant, whose tile list takes extraShared more bytes of shared
+// memory) for weights of type t.
+func (k *Kernels) checkF32Tile(name string, tile Tile, t quant.Type, extraShared int) error {
+	if tile.KB != 0 && tile.KB != 16 && tile.KB != 32 && tile.KB != 64 {
+		return fmt.Errorf("kernels: %s: tile %v: activation chunk %d, want 16, 32 or 64", name, tile, tile.KB)
+	}
+	return k.checkTile(tile, t, tile.SharedBytes(t)+extraShared)
+}
+
+// checkQ8Tile is checkF32Tile for matmul_q8 and its gathered variant, which
+// also read the weights w and activations xq in 16-byte words.
+func (k *Kernels) checkQ8Tile(name string, tile Tile, t quant.Type, w, xq vk.Binding, extraShared int) error {
+	if tile.KB != 0 && tile.KB != 32 && tile.KB != 64 {
+		return fmt.Errorf("kernels: %s: tile %v: activation chunk %d, want 32 or 64", name, tile, tile.KB)
+	}
+	if err := k.checkTile(tile, t, tile.Q8SharedBytes(t)+extraShared); err != nil {
+		return err
+	}
+	if w.Off%16 != 0 || xq.Off%16 != 0 {
+		return fmt.Errorf("kernels: %s: weights at offset %d, activations at %d: need multiples of 16", name, w.Off, xq.Off)
+	}
+	return nil
 }
 
 // checkTile reports whether tile can run on this device for weights of type t.

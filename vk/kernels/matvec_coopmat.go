@@ -136,11 +136,8 @@ func (k *Kernels) MatVecCoopAdd(s *vk.Sequence, dst, w, xh, r vk.Binding, t quan
 }
 
 func (k *Kernels) matVecCoop(s *vk.Sequence, dst, w, xh vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecCoopShape) error {
-	if !HasCoop(t) {
-		return fmt.Errorf("kernels: matvec_coopmat: weights of type %s: %w", t, quant.ErrUnsupported)
-	}
-	if !k.coopOn() {
-		return fmt.Errorf("kernels: matvec_coopmat: cooperative matrices are off on this device")
+	if err := k.coopReady("matvec_coopmat", t); err != nil {
+		return err
 	}
 	if err := k.checkMatVecCoop(sh, t); err != nil {
 		return err
@@ -152,8 +149,8 @@ func (k *Kernels) matVecCoop(s *vk.Sequence, dst, w, xh vk.Binding, r *vk.Bindin
 	if err != nil {
 		return err
 	}
-	if w.Off%4 != 0 || xh.Off%16 != 0 {
-		return fmt.Errorf("kernels: matvec_coopmat: weights at offset %d, activations at %d: need multiples of 4 and 16", w.Off, xh.Off)
+	if err := coopAligned("matvec_coopmat", w, xh); err != nil {
+		return err
 	}
 	var res vk.Binding
 	if r != nil {

@@ -169,10 +169,7 @@ func (k *Kernels) MatMulTiledID(seq *vk.Sequence, dst, w, x vk.Binding, s Sorted
 	if err != nil {
 		return err
 	}
-	if tile.KB != 0 && tile.KB != 16 && tile.KB != 32 && tile.KB != 64 {
-		return fmt.Errorf("kernels: %s: tile %v: activation chunk %d, want 16, 32 or 64", name, tile, tile.KB)
-	}
-	if err := k.checkTile(tile, t, tile.SharedBytes(t)+idShared(tile.BN)); err != nil {
+	if err := k.checkF32Tile(name, tile, t, idShared(tile.BN)); err != nil {
 		return err
 	}
 	return k.dispatchID(seq, k.MatMulIDSpec(t, tile), dst, w, x, s, t, xRows, rows, K, rb, xdiv, tile.BM)
@@ -188,11 +185,8 @@ func (k *Kernels) MatMulIDSpec(t quant.Type, tile Tile) vk.PipelineSpec {
 // types where HasQ8 holds.
 func (k *Kernels) MatMulQ8ID(seq *vk.Sequence, dst, w, xq vk.Binding, s Sorted, t quant.Type, xRows, rows, K int, tile Tile) error {
 	const name = "matmul_q8_id"
-	if !HasQ8(t) {
-		return fmt.Errorf("kernels: %s: weights of type %s: %w", name, t, quant.ErrUnsupported)
-	}
-	if !k.info.IntegerDot {
-		return fmt.Errorf("kernels: %s: the device lacks the integer dot product feature", name)
+	if err := k.q8Ready(name, t); err != nil {
+		return err
 	}
 	if K%32 != 0 {
 		return fmt.Errorf("kernels: %s: rows of %d values: need a multiple of 32", name, K)
@@ -201,14 +195,8 @@ func (k *Kernels) MatMulQ8ID(seq *vk.Sequence, dst, w, xq vk.Binding, s Sorted, 
 	if err != nil {
 		return err
 	}
-	if tile.KB != 0 && tile.KB != 32 && tile.KB != 64 {
-		return fmt.Errorf("kernels: %s: tile %v: activation chunk %d, want 32 or 64", name, tile, tile.KB)
-	}
-	if err := k.checkTile(tile, t, tile.Q8SharedBytes(t)+idShared(tile.BN)); err != nil {
+	if err := k.checkQ8Tile(name, tile, t, w, xq, idShared(tile.BN)); err != nil {
 		return err
-	}
-	if w.Off%16 != 0 || xq.Off%16 != 0 {
-		return fmt.Errorf("kernels: %s: weights at offset %d, activations at %d: need multiples of 16", name, w.Off, xq.Off)
 	}
 	return k.dispatchID(seq, k.MatMulQ8IDSpec(t, tile), dst, w, xq, s, t, xRows, rows, K, rb, xdiv, tile.BM)
 }
@@ -223,11 +211,8 @@ func (k *Kernels) MatMulQ8IDSpec(t quant.Type, tile Tile) vk.PipelineSpec {
 // QuantizeF16's layout (xRows rows), weights of a type where HasCoop holds.
 func (k *Kernels) MatMulCoopID(seq *vk.Sequence, dst, w, xh vk.Binding, s Sorted, t quant.Type, xRows, rows, K int, tile CoopTile) error {
 	const name = "matmul_coopmat_id"
-	if !HasCoop(t) {
-		return fmt.Errorf("kernels: %s: weights of type %s: %w", name, t, quant.ErrUnsupported)
-	}
-	if !k.coopOn() {
-		return fmt.Errorf("kernels: %s: cooperative matrices are off on this device", name)
+	if err := k.coopReady(name, t); err != nil {
+		return err
 	}
 	if K%8 != 0 {
 		return fmt.Errorf("kernels: %s: rows of %d values: need a multiple of 8", name, K)
@@ -239,8 +224,8 @@ func (k *Kernels) MatMulCoopID(seq *vk.Sequence, dst, w, xh vk.Binding, s Sorted
 	if err := k.checkCoopTileID(tile, t); err != nil {
 		return err
 	}
-	if w.Off%4 != 0 || xh.Off%16 != 0 {
-		return fmt.Errorf("kernels: %s: weights at offset %d, activations at %d: need multiples of 4 and 16", name, w.Off, xh.Off)
+	if err := coopAligned(name, w, xh); err != nil {
+		return err
 	}
 	return k.dispatchID(seq, k.MatMulCoopIDSpec(t, tile), dst, w, xh, s, t, xRows, rows, K, rb, xdiv, tile.BM)
 }
