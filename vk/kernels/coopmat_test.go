@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -110,44 +111,60 @@ func coopKernels(t *testing.T, sh coopmat.Shape) map[string]*Kernels {
 	return out
 }
 
-// testCoop runs MatMulCoop (with QuantizeF16 before it) on case c against
-// the float64 product of the dequantized weights, with activations scaled
-// by big in every third column.
+// testCoop runs MatMulCoop on case c as testF16Product does.
 func testCoop(t *testing.T, k *Kernels, qt quant.Type, c matCase, tile CoopTile, big float32) {
 	t.Helper()
 	t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, tile), func(t *testing.T) {
-		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
-		raw, deq := quantized(t, r, qt, c.rows, c.K)
-		x := normals(r, c.n*c.K, 1)
-		if big != 1 {
-			for i := range x {
-				if i/c.K%3 == 1 {
-					x[i] *= big
-				}
-			}
-		}
-		const wOff, dOff = 256, 64
-		wb := buffer(t, wOff+int64(len(raw)), nil)
-		if err := wb.Write(wOff, pad4(raw)); err != nil {
-			t.Fatal(err)
-		}
-		xb := floatBuffer(t, x)
-		hb := buffer(t, 16+F16Bytes(c.n, c.K), nil)
-		db := buffer(t, dOff+f32(c.n*c.rows), nil)
-		xh := vk.Binding{Buf: hb, Off: 16, Size: F16Bytes(c.n, c.K)}
-		run(t, func(s *vk.Sequence) error {
-			if err := k.QuantizeF16(s, xh, whole(xb), c.n, c.K); err != nil {
-				return err
-			}
-			s.Barrier()
-			return k.MatMulCoop(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)},
-				vk.Binding{Buf: wb, Off: wOff}, xh, qt, c.n, c.rows, c.K, tile)
+		testF16Product(t, k, qt, c, big, F16Bytes(c.n, c.K), false, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
+			return k.MatMulCoop(s, dst, w, xh, qt, c.n, c.rows, c.K, tile)
 		})
-		want, scale := matRef(deq, x, c.n, c.rows, c.K)
-		// Weights and activations are each rounded to f16 (2^-11, 2^-10
-		// allowed for drivers that truncate); products and sums are f32.
-		compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, dotTol(c.K)+2.0/1024)
 	})
+}
+
+// testF16Product runs QuantizeF16 on k and then product on case c, and
+// compares dst with the float64 product of the dequantized weights, with
+// activations scaled by big in every third column. The activations'
+// binding is xBytes long (QuantizeF16's layout and whatever padding the
+// product reads) at 16 bytes into its buffer; with nanPad all of it starts
+// as f16 NaNs, so the columns that read the padding must never reach dst.
+// The weights sit 256 bytes into their buffer and dst 64 bytes into its.
+func testF16Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, big float32, xBytes int64, nanPad bool,
+	product func(s *vk.Sequence, dst, w, xh vk.Binding) error) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
+	raw, deq := quantized(t, r, qt, c.rows, c.K)
+	x := normals(r, c.n*c.K, 1)
+	if big != 1 {
+		for i := range x {
+			if i/c.K%3 == 1 {
+				x[i] *= big
+			}
+		}
+	}
+	const wOff, dOff = 256, 64
+	wb := buffer(t, wOff+int64(len(raw)), nil)
+	if err := wb.Write(wOff, pad4(raw)); err != nil {
+		t.Fatal(err)
+	}
+	xb := floatBuffer(t, x)
+	var pad []byte
+	if nanPad {
+		pad = bytes.Repeat([]byte{0xFF}, int(16+xBytes))
+	}
+	hb := buffer(t, 16+xBytes, pad)
+	db := buffer(t, dOff+f32(c.n*c.rows), nil)
+	xh := vk.Binding{Buf: hb, Off: 16, Size: xBytes}
+	run(t, func(s *vk.Sequence) error {
+		if err := k.QuantizeF16(s, xh, whole(xb), c.n, c.K); err != nil {
+			return err
+		}
+		s.Barrier()
+		return product(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)}, vk.Binding{Buf: wb, Off: wOff}, xh)
+	})
+	want, scale := matRef(deq, x, c.n, c.rows, c.K)
+	// Weights and activations are each rounded to f16 (2^-11, 2^-10
+	// allowed for drivers that truncate); products and sums are f32.
+	compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, dotTol(c.K)+2.0/1024)
 }
 
 // TestCoopTileForShape checks the choice of tile: the narrow batches' tile
@@ -179,6 +196,18 @@ func TestCoopTileForShape(t *testing.T) {
 	}
 }
 
+// coopCases are the shapes the wide products' tests cycle through: row
+// and column counts that leave partial tiles (1, 7, 255, 257, 1025) and K
+// of several blocks.
+var coopCases = []matCase{
+	{rows: 257, K: 768, n: 9},
+	{rows: 7, K: 512, n: 255},
+	{rows: 1025, K: 256, n: 7},
+	{rows: 255, K: 1024, n: 257},
+	{rows: 1, K: 768, n: 1025},
+	{rows: 33, K: 4096, n: 1},
+}
+
 // TestMatMulCoop checks the cooperative-matrix product, on the emulation
 // everywhere and on the device's matrix units where it has them, for every
 // weight type it takes, at awkward row and column counts (1, 7, 255, 257,
@@ -186,14 +215,6 @@ func TestCoopTileForShape(t *testing.T) {
 // is not square, and activations beyond f16's range.
 func TestMatMulCoop(t *testing.T) {
 	types := []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q8_0, quant.Q4_0, quant.F16, quant.BF16}
-	cases := []matCase{
-		{rows: 257, K: 768, n: 9},
-		{rows: 7, K: 512, n: 255},
-		{rows: 1025, K: 256, n: 7},
-		{rows: 255, K: 1024, n: 257},
-		{rows: 1, K: 768, n: 1025},
-		{rows: 33, K: 4096, n: 1},
-	}
 	for name, k := range coopKernels(t, coopmat.Shape{}) {
 		t.Run(name, func(t *testing.T) {
 			tiles := []CoopTile{
@@ -204,7 +225,7 @@ func TestMatMulCoop(t *testing.T) {
 			}
 			i := 0
 			for _, qt := range types {
-				for _, c := range cases {
+				for _, c := range coopCases {
 					tile := tiles[i%len(tiles)]
 					if i%3 == 0 { // the engine's
 						tile = k.CoopTileFor(qt)
@@ -233,22 +254,28 @@ func TestMatMulCoop(t *testing.T) {
 	}
 }
 
-func TestMatMulCoopRejects(t *testing.T) {
+// coopRejects returns what the tests of the matrix units' argument checks
+// use (nothing is run): Kernels on the emulation (with int8, its integer
+// variant on), Kernels with the matrix units off, a buffer of 1 MiB and a
+// sequence.
+func coopRejects(t *testing.T, int8 bool) (k, off *Kernels, b *vk.Buffer, s *vk.Sequence) {
+	t.Helper()
 	setup(t)
-	k := New(kern.dev) // checks only: nothing is run
-	k.CoopEmulated = true
+	k = New(kern.dev)
+	k.CoopEmulated, k.CoopInt8 = true, int8
 	t.Cleanup(k.Close)
-	off := New(kern.dev)
+	off = New(kern.dev)
 	t.Cleanup(off.Close)
-	b := buffer(t, 1<<20, nil)
+	s = kern.dev.NewSequence()
+	t.Cleanup(s.Free)
+	return k, off, buffer(t, 1<<20, nil), s
+}
+
+func TestMatMulCoopRejects(t *testing.T) {
+	k, off, b, s := coopRejects(t, false)
 	bind := whole(b)
-	s := kern.dev.NewSequence()
-	defer s.Free()
 	tile := CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 256, KC: 16}
-	for _, c := range []struct {
-		name string
-		err  error
-	}{
+	expectRejected(t, []rejected{
 		{"f32 weights", k.MatMulCoop(s, bind, bind, bind, quant.F32, 9, 16, 256, tile)},
 		{"off", off.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, tile)},
 		{"K not a multiple of 8", k.MatMulCoop(s, bind, bind, bind, quant.F16, 9, 16, 36, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 16, KC: 16})},
@@ -258,13 +285,7 @@ func TestMatMulCoopRejects(t *testing.T) {
 		{"chunk", k.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 256, KC: 24})},
 		{"shared memory", k.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 256, BN: 16, WM: 16, WN: 16, BK: 256, KC: 16})},
 		{"short activations", k.MatMulCoop(s, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256, tile)},
-	} {
-		if c.err == nil {
-			t.Errorf("%s: accepted", c.name)
-		} else {
-			t.Logf("%s: %v", c.name, c.err)
-		}
-	}
+	})
 }
 
 // coopInt8Kernels returns Kernels whose products run the integer variant
@@ -302,14 +323,6 @@ func coopInt8Kernels(t *testing.T, sh coopmat.Shape) map[string]*Kernels {
 // since each pipeline costs lavapipe seconds to build. On the device's
 // matrix units, where it has 8-bit ones, every case.
 func TestMatMulCoopInt8(t *testing.T) {
-	cases := []matCase{
-		{rows: 257, K: 768, n: 9},
-		{rows: 7, K: 512, n: 255},
-		{rows: 1025, K: 256, n: 7},
-		{rows: 255, K: 1024, n: 257},
-		{rows: 1, K: 768, n: 1025},
-		{rows: 33, K: 4096, n: 1},
-	}
 	types := []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q8_0, quant.Q4_0}
 	tiles := []CoopTile{
 		{BM: 32, BN: 32, WM: 16, WN: 32, BK: 256, KC: 64},
@@ -317,7 +330,7 @@ func TestMatMulCoopInt8(t *testing.T) {
 	}
 	all := func(t *testing.T, k *Kernels) {
 		for _, qt := range types {
-			for i, c := range cases {
+			for i, c := range coopCases {
 				tile := tiles[i%len(tiles)]
 				if i%3 == 0 { // the engine's
 					tile = k.CoopInt8TileForShape(qt, c.rows, c.n)
@@ -342,8 +355,8 @@ func TestMatMulCoopInt8(t *testing.T) {
 	for name, k := range coopInt8Kernels(t, coopmat.Shape{M: 16, N: 16, K: 32}) {
 		t.Run(name, func(t *testing.T) {
 			for _, qt := range types {
-				testCoopInt8(t, k, qt, cases[0], tiles[0])
-				testCoopInt8(t, k, qt, cases[3], tiles[0])
+				testCoopInt8(t, k, qt, coopCases[0], tiles[0])
+				testCoopInt8(t, k, qt, coopCases[3], tiles[0])
 			}
 			testCoopInt8(t, k, quant.Q6_K, matCase{rows: 40, K: 768, n: 33}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 32, BK: 128, KC: 64})
 		})
@@ -449,25 +462,14 @@ func TestMatMulCoopInt8Accuracy(t *testing.T) {
 }
 
 func TestMatMulCoopInt8Rejects(t *testing.T) {
-	setup(t)
-	k := New(kern.dev) // checks only: nothing is run
-	k.CoopEmulated, k.CoopInt8 = true, true
-	t.Cleanup(k.Close)
+	k, off, b, s := coopRejects(t, true)
+	bind := whole(b)
 	k64 := New(kern.dev)
 	k64.CoopEmulated, k64.CoopInt8 = true, true
 	k64.CoopMat.Int8 = coopmat.Shape{M: 16, N: 16, K: 64}
 	t.Cleanup(k64.Close)
-	off := New(kern.dev)
-	t.Cleanup(off.Close)
-	b := buffer(t, 1<<20, nil)
-	bind := whole(b)
-	s := kern.dev.NewSequence()
-	defer s.Free()
 	tile := CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 256, KC: 32}
-	for _, c := range []struct {
-		name string
-		err  error
-	}{
+	expectRejected(t, []rejected{
 		{"f16 weights", k.MatMulCoopInt8(s, bind, bind, bind, quant.F16, 9, 16, 256, tile)},
 		{"off", off.MatMulCoopInt8(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, tile)},
 		{"K of 64", k64.MatMulCoopInt8(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, tile)},
@@ -476,11 +478,5 @@ func TestMatMulCoopInt8Rejects(t *testing.T) {
 		{"shared memory", k.MatMulCoopInt8(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 256, BN: 16, WM: 16, WN: 16, BK: 256, KC: 32})},
 		{"short activations", k.MatMulCoopInt8(s, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256, tile)},
 		{"activations off 16 bytes", k.MatMulCoopInt8(s, bind, bind, vk.Binding{Buf: b, Off: 4}, quant.Q4_K, 9, 16, 256, tile)},
-	} {
-		if c.err == nil {
-			t.Errorf("%s: accepted", c.name)
-		} else {
-			t.Logf("%s: %v", c.name, c.err)
-		}
-	}
+	})
 }

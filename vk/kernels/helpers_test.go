@@ -193,3 +193,22 @@ func compare(t testing.TB, what string, got []float32, want, scale []float64, to
 
 // eps32 is the float32 unit roundoff.
 const eps32 = 1.0 / (1 << 24)
+
+// rejected is a call whose argument checks must refuse it.
+type rejected struct {
+	name string
+	err  error
+}
+
+// expectRejected fails t for each call that was accepted and logs why the
+// others were refused.
+func expectRejected(t *testing.T, calls []rejected) {
+	t.Helper()
+	for _, c := range calls {
+		if c.err == nil {
+			t.Errorf("%s: accepted", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, c.err)
+		}
+	}
+}

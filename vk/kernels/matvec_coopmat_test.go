@@ -11,50 +11,14 @@ import (
 	"github.com/vkinfer/vkinfer/vk"
 )
 
-// testMatVecCoop runs MatVecCoopWith (QuantizeF16 before it) on case c
-// against the float64 product of the dequantized weights, with
-// activations scaled by big in every third column. The activations'
-// padding past QuantizeF16's layout holds f16 NaNs: the columns that read
-// it must never reach dst.
+// testMatVecCoop runs MatVecCoopWith on case c as testF16Product does,
+// the activations' padding past QuantizeF16's layout holding f16 NaNs.
 func testMatVecCoop(t *testing.T, k *Kernels, qt quant.Type, c matCase, sh MatVecCoopShape, big float32) {
 	t.Helper()
 	t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, sh), func(t *testing.T) {
-		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
-		raw, deq := quantized(t, r, qt, c.rows, c.K)
-		x := normals(r, c.n*c.K, 1)
-		if big != 1 {
-			for i := range x {
-				if i/c.K%3 == 1 {
-					x[i] *= big
-				}
-			}
-		}
-		const wOff, dOff = 256, 64
-		wb := buffer(t, wOff+int64(len(raw)), nil)
-		if err := wb.Write(wOff, pad4(raw)); err != nil {
-			t.Fatal(err)
-		}
-		xb := floatBuffer(t, x)
-		size := k.MatVecCoopXBytes(sh, c.n, c.K)
-		nan := make([]byte, 16+size)
-		for i := range nan {
-			nan[i] = 0xFF
-		}
-		hb := buffer(t, 16+size, nan)
-		db := buffer(t, dOff+f32(c.n*c.rows), nil)
-		xh := vk.Binding{Buf: hb, Off: 16, Size: size}
-		run(t, func(s *vk.Sequence) error {
-			if err := k.QuantizeF16(s, xh, whole(xb), c.n, c.K); err != nil {
-				return err
-			}
-			s.Barrier()
-			return k.MatVecCoopWith(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)},
-				vk.Binding{Buf: wb, Off: wOff}, xh, qt, c.n, c.rows, c.K, sh)
+		testF16Product(t, k, qt, c, big, k.MatVecCoopXBytes(sh, c.n, c.K), true, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
+			return k.MatVecCoopWith(s, dst, w, xh, qt, c.n, c.rows, c.K, sh)
 		})
-		want, scale := matRef(deq, x, c.n, c.rows, c.K)
-		// As matmul_coopmat: weights and activations rounded to f16,
-		// products and sums in f32.
-		compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, dotTol(c.K)+2.0/1024)
 	})
 }
 
@@ -109,21 +73,10 @@ func TestMatVecCoop(t *testing.T) {
 }
 
 func TestMatVecCoopRejects(t *testing.T) {
-	setup(t)
-	k := New(kern.dev) // checks only: nothing is run
-	k.CoopEmulated = true
-	t.Cleanup(k.Close)
-	off := New(kern.dev)
-	t.Cleanup(off.Close)
-	b := buffer(t, 1<<20, nil)
+	k, off, b, s := coopRejects(t, false)
 	bind := whole(b)
-	s := kern.dev.NewSequence()
-	defer s.Free()
 	sh := MatVecCoopShape{Subgroups: 4, Split: 2, FM: 1, FN: 1, BK: 64}
-	for _, c := range []struct {
-		name string
-		err  error
-	}{
+	expectRejected(t, []rejected{
 		{"f32 weights", k.MatVecCoopWith(s, bind, bind, bind, quant.F32, 9, 16, 256, sh)},
 		{"off", off.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, sh)},
 		{"K not a multiple of the step", k.MatVecCoopWith(s, bind, bind, bind, quant.Q8_0, 9, 16, 96, sh)},
@@ -134,13 +87,7 @@ func TestMatVecCoopRejects(t *testing.T) {
 		{"short residual", k.MatVecCoopAdd(s, bind, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256)},
 		// 9 columns of 256 values fit F16Bytes, but the fragment reads 16.
 		{"unpadded activations", k.MatVecCoopWith(s, bind, bind, vk.Binding{Buf: b, Size: F16Bytes(9, 256)}, quant.Q4_K, 9, 16, 256, sh)},
-	} {
-		if c.err == nil {
-			t.Errorf("%s: accepted", c.name)
-		} else {
-			t.Logf("%s: %v", c.name, c.err)
-		}
-	}
+	})
 }
 
 // TestMatVecCoopAdd checks the residual variant in place (dst = r + W·x
