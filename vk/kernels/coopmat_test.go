@@ -141,11 +141,8 @@ func testF16Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, big floa
 			}
 		}
 	}
-	const wOff, dOff = 256, 64
-	wb := buffer(t, wOff+int64(len(raw)), nil)
-	if err := wb.Write(wOff, pad4(raw)); err != nil {
-		t.Fatal(err)
-	}
+	const dOff = 64
+	w := weightsAt(t, raw, 256)
 	xb := floatBuffer(t, x)
 	var pad []byte
 	if nanPad {
@@ -159,7 +156,7 @@ func testF16Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, big floa
 			return err
 		}
 		s.Barrier()
-		return product(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)}, vk.Binding{Buf: wb, Off: wOff}, xh)
+		return product(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)}, w, xh)
 	})
 	want, scale := matRef(deq, x, c.n, c.rows, c.K)
 	// Weights and activations are each rounded to f16 (2^-11, 2^-10

@@ -85,6 +85,17 @@ func u32Bytes(v ...uint32) []byte {
 	return b
 }
 
+// weightsAt binds raw (weights, padded to whole words) off bytes into a
+// buffer of their own, so the kernels' binding offsets are exercised.
+func weightsAt(t testing.TB, raw []byte, off int64) vk.Binding {
+	t.Helper()
+	b := buffer(t, off+int64(len(raw)), nil)
+	if err := b.Write(off, pad4(raw)); err != nil {
+		t.Fatal(err)
+	}
+	return vk.Binding{Buf: b, Off: off}
+}
+
 // whole binds all of b.
 func whole(b *vk.Buffer) vk.Binding { return vk.Binding{Buf: b} }
 

@@ -61,16 +61,12 @@ func testMatrix(t *testing.T, k *Kernels, qt quant.Type, c matCase, tol float64,
 	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
 	raw, deq := quantized(t, r, qt, c.rows, c.K)
 	x := normals(r, c.n*c.K, 1)
-	const wOff, dOff = 256, 64
-	wb := buffer(t, wOff+int64(len(raw)), nil)
-	if err := wb.Write(wOff, pad4(raw)); err != nil {
-		t.Fatal(err)
-	}
+	const dOff = 64
+	w := weightsAt(t, raw, 256)
 	xb := floatBuffer(t, x)
 	db := buffer(t, dOff+f32(c.n*c.rows), nil)
 	run(t, func(s *vk.Sequence) error {
-		return rec(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)},
-			vk.Binding{Buf: wb, Off: wOff}, whole(xb))
+		return rec(s, vk.Binding{Buf: db, Off: dOff, Size: f32(c.n * c.rows)}, w, whole(xb))
 	})
 	want, scale := matRef(deq, x, c.n, c.rows, c.K)
 	compare(t, "dst", read(t, db, dOff, c.n*c.rows), want, scale, tol)

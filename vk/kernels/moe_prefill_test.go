@@ -71,11 +71,8 @@ func testID(t *testing.T, k *Kernels, qt quant.Type, c idCase, bn int, tol float
 	for p := range ids {
 		ids[p] = float32(idChoices[c.choice].choose(r, p, c.experts))
 	}
-	const wOff, dOff, guard = 256, 64, 64
-	wb := buffer(t, wOff+int64(len(raw)), nil)
-	if err := wb.Write(wOff, pad4(raw)); err != nil {
-		t.Fatal(err)
-	}
+	const dOff, guard = 64, 64
+	w := weightsAt(t, raw, 256)
 	xb, ib := floatBuffer(t, x), floatBuffer(t, ids)
 	sb := buffer(t, 16+f32(MoESortWords(pairs, c.experts, bn)), nil)
 	nan := make([]float32, (dOff+f32(pairs*c.rows)+guard)/4)
@@ -89,7 +86,7 @@ func testID(t *testing.T, k *Kernels, qt quant.Type, c idCase, bn int, tol float
 			return err
 		}
 		s.Barrier()
-		return rec(s, vk.Binding{Buf: db, Off: dOff, Size: f32(pairs * c.rows)}, vk.Binding{Buf: wb, Off: wOff}, whole(xb), srt, xRows)
+		return rec(s, vk.Binding{Buf: db, Off: dOff, Size: f32(pairs * c.rows)}, w, whole(xb), srt, xRows)
 	})
 	xv := xVals(t, x, xRows, c.K)
 	want, scale := make([]float64, pairs*c.rows), make([]float64, pairs*c.rows)

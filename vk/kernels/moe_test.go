@@ -55,6 +55,34 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// slotChoice routes slot s of an expert product's test to an expert.
+type slotChoice struct {
+	name   string
+	choose func(r *rand.Rand, s int) int
+}
+
+// slotChoices are the expert products' routings among experts (5 or
+// more): every expert chosen, one (4) chosen by every slot and the others
+// by none, random choices, and an id out of range (100, clamped to the
+// last expert) in every other slot.
+func slotChoices(experts int) []slotChoice {
+	return []slotChoice{
+		{"all", func(_ *rand.Rand, s int) int { return s % experts }},
+		{"one", func(*rand.Rand, int) int { return 4 }},
+		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
+		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
+	}
+}
+
+// slotRows returns the slots of n tokens of topK each and the rows of x
+// the expert products read: one per slot with perSlot, else one per token.
+func slotRows(n, topK int, perSlot bool) (slots, xRows int) {
+	if perSlot {
+		return n * topK, n * topK
+	}
+	return n * topK, n
+}
+
 // TestMatVecID checks the expert products against float64 products of the
 // dequantized experts for every weight type, with every expert chosen,
 // one chosen by every slot (the others by none), random choices and an id
@@ -64,44 +92,30 @@ func TestRoute(t *testing.T) {
 func TestMatVecID(t *testing.T) {
 	k := setup(t)
 	const experts, topK = 6, 2
-	choices := map[string]func(r *rand.Rand, s int) int{
-		"all":    func(_ *rand.Rand, s int) int { return s % experts },
-		"one":    func(*rand.Rand, int) int { return 4 },
-		"random": func(r *rand.Rand, _ int) int { return r.IntN(experts) },
-		"clamp":  func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] },
-	}
 	shapes := []MatVecShape{k.MatVec, {32, 3, 2, 0}}
 	i := 0
 	for _, qt := range WeightTypes {
-		for name, choose := range choices {
+		for _, c := range slotChoices(experts) {
 			for _, perSlot := range []bool{false, true} {
 				n := []int{1, 3, 9}[i%3]
 				sh := shapes[i%len(shapes)]
 				rows := []int{7, 33, 1}[i%3]
 				K := kFor(qt)[i%2]
 				i++
-				t.Run(fmt.Sprintf("%s/%s/perslot=%v/n%d/%dx%d/%s", qt, name, perSlot, n, rows, K, sh), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/perslot=%v/n%d/%dx%d/%s", qt, c.name, perSlot, n, rows, K, sh), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(i), 13))
 					raw, deq := quantized(t, r, qt, experts*rows, K)
-					slots := n * topK
-					xRows := n
-					if perSlot {
-						xRows = slots
-					}
+					slots, xRows := slotRows(n, topK, perSlot)
 					x := normals(r, xRows*K, 1)
 					ids := make([]float32, slots)
 					for s := range ids {
-						ids[s] = float32(choose(r, s))
+						ids[s] = float32(c.choose(r, s))
 					}
-					const wOff = 256
-					wb := buffer(t, wOff+int64(len(raw)), nil)
-					if err := wb.Write(wOff, pad4(raw)); err != nil {
-						t.Fatal(err)
-					}
+					w := weightsAt(t, raw, 256)
 					xb, ib := floatBuffer(t, x), floatBuffer(t, ids)
 					db := buffer(t, f32(slots*rows), nil)
 					run(t, func(s *vk.Sequence) error {
-						return k.MatVecIDWith(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(xb), whole(ib), qt, slots, topK, xRows, experts, rows, K, sh)
+						return k.MatVecIDWith(s, whole(db), w, whole(xb), whole(ib), qt, slots, topK, xRows, experts, rows, K, sh)
 					})
 					want, scale := make([]float64, slots*rows), make([]float64, slots*rows)
 					for s := range slots {
@@ -135,15 +149,7 @@ func TestMatVecID(t *testing.T) {
 func TestMatVecIDSum(t *testing.T) {
 	k := setup(t)
 	const experts = 9
-	choices := []struct {
-		name   string
-		choose func(r *rand.Rand, s int) int
-	}{
-		{"all", func(_ *rand.Rand, s int) int { return s % experts }},
-		{"one", func(*rand.Rand, int) int { return 4 }},
-		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
-		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
-	}
+	choices := slotChoices(experts)
 	i := 0
 	for _, qt := range WeightTypes {
 		for _, q8 := range []bool{false, true} {
@@ -161,11 +167,7 @@ func TestMatVecIDSum(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/q8=%v/k%d/%s/perslot=%v/alias=%v/n%d/%dx%d/%s", qt, q8, topK, c.name, perSlot, alias, n, rows, K, sh), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(i), 17))
 					raw, deq := quantized(t, r, qt, experts*rows, K)
-					slots := n * topK
-					xRows := n
-					if perSlot {
-						xRows = slots
-					}
+					slots, xRows := slotRows(n, topK, perSlot)
 					xb, x := stackX(t, k, r, xRows, K, q8)
 					res := normals(r, n*rows, 3)
 					ids, mix := make([]float32, slots), make([]float32, slots)
@@ -173,18 +175,14 @@ func TestMatVecIDSum(t *testing.T) {
 						ids[s] = float32(c.choose(r, s))
 						mix[s] = r.Float32()
 					}
-					const wOff = 256
-					wb := buffer(t, wOff+int64(len(raw)), nil)
-					if err := wb.Write(wOff, pad4(raw)); err != nil {
-						t.Fatal(err)
-					}
+					w := weightsAt(t, raw, 256)
 					ib, mb, rb := floatBuffer(t, ids), floatBuffer(t, mix), floatBuffer(t, res)
 					db := rb
 					if !alias {
 						db = buffer(t, f32(n*rows), nil)
 					}
 					run(t, func(s *vk.Sequence) error {
-						return k.MatVecIDSumWith(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, xb, whole(ib), whole(mb), whole(rb),
+						return k.MatVecIDSumWith(s, whole(db), w, xb, whole(ib), whole(mb), whole(rb),
 							qt, n, topK, xRows, experts, rows, K, sh, q8)
 					})
 					// Each slot's dot product errs by up to dotTol(K) of its
@@ -230,15 +228,7 @@ func TestMatVecIDSum(t *testing.T) {
 func TestMatVecIDGLU(t *testing.T) {
 	k := setup(t)
 	const experts = 9
-	choices := []struct {
-		name   string
-		choose func(r *rand.Rand, s int) int
-	}{
-		{"all", func(_ *rand.Rand, s int) int { return s % experts }},
-		{"one", func(*rand.Rand, int) int { return 4 }},
-		{"random", func(r *rand.Rand, _ int) int { return r.IntN(experts) }},
-		{"clamp", func(_ *rand.Rand, s int) int { return []int{1, 100}[s%2] }},
-	}
+	choices := slotChoices(experts)
 	i := 0
 	for _, qt := range WeightTypes {
 		for _, q8 := range []bool{false, true} {
@@ -258,11 +248,7 @@ func TestMatVecIDGLU(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(i), 19))
 					rawG, deqG := quantized(t, r, qt, experts*rows, K)
 					rawU, deqU := quantized(t, r, qt, experts*rows, K)
-					slots := n * topK
-					xRows := n
-					if perSlot {
-						xRows = slots
-					}
+					slots, xRows := slotRows(n, topK, perSlot)
 					ids := make([]float32, slots)
 					for s := range ids {
 						ids[s] = float32(c.choose(r, s))

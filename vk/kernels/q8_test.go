@@ -233,11 +233,7 @@ func testQ8Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, resid boo
 	x := normals(r, c.n*c.K, 1)
 	xq := q8Values(t, quantizeOnGPU(t, k, x, c.n, c.K), x, c.n, c.K)
 	want, scale := matRef(deq, xq, c.n, c.rows, c.K)
-	const wOff = 256
-	wb := buffer(t, wOff+int64(len(raw)), nil)
-	if err := wb.Write(wOff, pad4(raw)); err != nil {
-		t.Fatal(err)
-	}
+	w := weightsAt(t, raw, 256)
 	xb := floatBuffer(t, x)
 	qb := buffer(t, Q8Bytes(c.n, c.K), nil)
 	res := normals(r, c.n*c.rows, 10)
@@ -255,7 +251,7 @@ func testQ8Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, resid boo
 			return err
 		}
 		s.Barrier()
-		return rec(s, whole(db), vk.Binding{Buf: wb, Off: wOff}, whole(qb), rb)
+		return rec(s, whole(db), w, whole(qb), rb)
 	})
 	compare(t, "dst", read(t, db, 0, c.n*c.rows), want, scale, dotTol(c.K))
 }
