@@ -48,6 +48,17 @@ func benchSetup(b *testing.B) *Kernels {
 	return benchK
 }
 
+// benchMatrix is a weight matrix a benchmark times: type, rows, K.
+type benchMatrix struct {
+	t       quant.Type
+	rows, K int
+}
+
+// llamaMatrices are the Llama-3-8B Q4_K_M matrices the product benchmarks
+// time: the FFN's in Q4_K (up/gate, down) and the down projection in Q6_K
+// as half the layers store it, and the attention's 4096x4096.
+var llamaMatrices = []benchMatrix{{quant.Q4_K, 14336, 4096}, {quant.Q4_K, 4096, 14336}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 4096}}
+
 // benchCols is -cols: the activation column counts to measure, in order.
 func benchCols(b *testing.B) []int {
 	var ns []int
@@ -378,12 +389,7 @@ func BenchmarkMatVecBatch(b *testing.B) {
 	defer kc.Close()
 	kc.CoopMat = coopmat.Choose(CoopDevice(k.info))
 	ns := benchCols(b)
-	type matrix struct {
-		t       quant.Type
-		rows, K int
-	}
-	matrices := []matrix{{quant.Q4_K, 14336, 4096}, {quant.Q4_K, 4096, 14336}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 4096}}
-	for _, mat := range matrices {
+	for _, mat := range llamaMatrices {
 		qt, rows, K := mat.t, mat.rows, mat.K
 		mats := benchMatrices(b, qt, rows, K, 256<<20)
 		n := slices.Max(ns)

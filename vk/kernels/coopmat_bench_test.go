@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/vkinfer/vkinfer/coopmat"
-	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 )
 
@@ -35,12 +34,7 @@ func BenchmarkMatMulCoop(b *testing.B) {
 		int8 = true
 	}
 	ns := benchCols(b)
-	type matrix struct {
-		t       quant.Type
-		rows, K int
-	}
-	matrices := []matrix{{quant.Q4_K, 14336, 4096}, {quant.Q4_K, 4096, 4096}, {quant.Q4_K, 4096, 14336}, {quant.Q6_K, 4096, 14336}}
-	for _, mat := range matrices {
+	for _, mat := range llamaMatrices {
 		qt, rows, K := mat.t, mat.rows, mat.K
 		mats := benchMatrices(b, qt, rows, K, 0)
 		n := slices.Max(ns)
