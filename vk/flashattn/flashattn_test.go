@@ -1002,21 +1002,7 @@ func testQ8Output(t *testing.T, br int) {
 	p := planned{tc: tc{inputs: in}, sh: sh, outN: outN, scrN: scr, scratch: alignUp(outN)}
 	io := p.io(inBuf, outBuf)
 	io.Q8 = vk.Binding{Buf: outBuf, Off: alignUp(outN) + alignUp(scr), Size: q8N}
-	s := d.NewSequence()
-	defer s.Free()
-	if err := fa.Record(s, io, sh); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.End(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Run(); err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, n*K)
-	if err := outBuf.ReadF32(0, out); err != nil {
-		t.Fatal(err)
-	}
+	out := runFA(t, fa, sh, io, n*K)
 	raw := make([]byte, q8N)
 	if err := outBuf.Read(io.Q8.Off, raw); err != nil {
 		t.Fatal(err)
