@@ -7,15 +7,22 @@
 // on the device so that matvec_id reads the ids where they are: no round
 // trip through the host inside a token.
 //
-// The reductions (max, sum, each round's best expert) are trees over the
-// WG lanes in shared memory (WG a power of two), so every barrier is in
-// uniform control flow and nothing depends on the subgroup size. A round
-// picks the best remaining (p, index) pair and marks it taken with p = -1,
-// below every probability.
+// In decode this is one dependent dispatch per layer whose work is tiny,
+// so its cost is its chain of barriers. Lane l holds the probabilities of
+// experts l, l+WG, … in registers; each reduction (the max, the sum, each
+// round's best (p, index) pair) is a subgroup operation and then one
+// workgroup barrier to combine the subgroups' results, which every lane
+// reads. A round marks its expert taken with p = -1, below every
+// probability, in the register of the lane that holds it. The rounds'
+// partial results alternate between two shared arrays, so a round's writes
+// never meet the previous round's reads and one barrier a round suffices.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 1) const uint MAXE = 1024; // most experts (shared capacity)
+layout(constant_id = 1) const uint MAXE = 1024; // most experts
 layout(constant_id = 2) const bool NORM = true;
 
 layout(binding = 0) readonly buffer Logits { float logits[]; };
@@ -28,10 +35,13 @@ layout(push_constant) uniform Push {
     uint k;    // experts chosen per token, <= E
 } pc;
 
-shared float p[MAXE];
-shared float chosen[MAXE];
-shared float rv[WG];
-shared uint ri[WG];
+const uint PER = (MAXE + WG - 1u) / WG; // experts a lane holds, at most
+
+shared float smax[WG]; // per subgroup (at most WG of them)
+shared float ssum[WG];
+shared float rv[2][WG];
+shared uint ri[2][WG];
+shared float chosen[MAXE]; // lane 0's alone
 
 // better says whether (va, ia) ranks above (vb, ib).
 bool better(float va, uint ia, float vb, uint ib) { return va > vb || (va == vb && ia < ib); }
@@ -42,79 +52,90 @@ void main() {
         return; // whole workgroup: barriers below stay uniform
     }
     uint lane = gl_LocalInvocationID.x;
+    uint sg = gl_SubgroupID, nsg = gl_NumSubgroups;
     uint base = row * pc.E;
 
+    float p[PER];
     float m = uintBitsToFloat(0xFF800000u); // -inf
-    for (uint e = lane; e < pc.E; e += WG) {
-        m = max(m, logits[base + e]);
+    [[unroll]] for (uint j = 0u; j < PER; j++) {
+        uint e = lane + j * WG;
+        p[j] = e < pc.E ? logits[base + e] : m;
+        m = max(m, p[j]);
     }
-    rv[lane] = m;
+    m = subgroupMax(m);
+    if (subgroupElect()) {
+        smax[sg] = m;
+    }
     barrier();
-    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            rv[lane] = max(rv[lane], rv[lane + s]);
-        }
-        barrier();
+    for (uint i = 0u; i < nsg; i++) {
+        m = max(m, smax[i]);
     }
-    m = rv[0];
-    barrier(); // rv[0] read by every lane before it is reused
 
     float sum = 0.0;
-    for (uint e = lane; e < pc.E; e += WG) {
-        float v = exp(logits[base + e] - m);
-        p[e] = v;
-        sum += v;
+    [[unroll]] for (uint j = 0u; j < PER; j++) {
+        uint e = lane + j * WG;
+        p[j] = e < pc.E ? exp(p[j] - m) : 0.0;
+        sum += p[j];
     }
-    rv[lane] = sum;
+    sum = subgroupAdd(sum);
+    if (subgroupElect()) {
+        ssum[sg] = sum;
+    }
     barrier();
-    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            rv[lane] += rv[lane + s];
-        }
-        barrier();
+    sum = 0.0;
+    for (uint i = 0u; i < nsg; i++) {
+        sum += ssum[i];
     }
-    float inv = 1.0 / rv[0];
-    for (uint e = lane; e < pc.E; e += WG) {
-        p[e] *= inv; // each lane scales the experts it wrote
+    float inv = 1.0 / sum;
+    [[unroll]] for (uint j = 0u; j < PER; j++) {
+        // Past E: below a taken expert's -1, so never chosen.
+        p[j] = lane + j * WG < pc.E ? p[j] * inv : -2.0;
     }
-    barrier(); // p complete; rv[0] read by every lane
 
-    for (uint j = 0u; j < pc.k; j++) {
-        float bv = -2.0; // below a taken expert's -1
+    for (uint r = 0u; r < pc.k; r++) {
+        uint b = r & 1u;
+        float bv = -3.0;
         uint bi = 0xFFFFFFFFu;
-        for (uint e = lane; e < pc.E; e += WG) {
-            if (p[e] > bv) { // ascending e: ties keep the lower index
-                bv = p[e];
-                bi = e;
+        [[unroll]] for (uint j = 0u; j < PER; j++) {
+            if (p[j] > bv) { // ascending e: ties keep the lower index
+                bv = p[j];
+                bi = lane + j * WG;
             }
         }
-        rv[lane] = bv;
-        ri[lane] = bi;
+        float mv = subgroupMax(bv);
+        uint mi = subgroupMin(bv == mv ? bi : 0xFFFFFFFFu);
+        if (subgroupElect()) {
+            rv[b][sg] = mv;
+            ri[b][sg] = mi;
+        }
         barrier();
-        for (uint s = WG / 2u; s > 0u; s >>= 1u) {
-            if (lane < s && better(rv[lane + s], ri[lane + s], rv[lane], ri[lane])) {
-                rv[lane] = rv[lane + s];
-                ri[lane] = ri[lane + s];
+        bv = rv[b][0];
+        bi = ri[b][0];
+        for (uint i = 1u; i < nsg; i++) {
+            if (better(rv[b][i], ri[b][i], bv, bi)) {
+                bv = rv[b][i];
+                bi = ri[b][i];
             }
-            barrier();
+        }
+        [[unroll]] for (uint j = 0u; j < PER; j++) {
+            if (lane + j * WG == bi) {
+                p[j] = -1.0;
+            }
         }
         if (lane == 0u) {
-            uint e = ri[0];
-            chosen[j] = rv[0];
-            ids[row * pc.k + j] = float(e);
-            p[e] = -1.0;
+            chosen[r] = bv;
+            ids[row * pc.k + r] = float(bi);
         }
-        barrier(); // the taken mark and rv/ri reuse
     }
 
     if (lane == 0u) {
         float s = 0.0;
-        for (uint j = 0u; j < pc.k; j++) {
-            s += chosen[j];
+        for (uint r = 0u; r < pc.k; r++) {
+            s += chosen[r];
         }
         float d = NORM ? max(s, 6.103515625e-5) : 1.0;
-        for (uint j = 0u; j < pc.k; j++) {
-            weights[row * pc.k + j] = NORM ? chosen[j] / d : chosen[j];
+        for (uint r = 0u; r < pc.k; r++) {
+            weights[row * pc.k + r] = NORM ? chosen[r] / d : chosen[r];
         }
     }
 }
