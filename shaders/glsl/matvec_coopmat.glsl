@@ -71,6 +71,7 @@ const uint PB = BK / 16u;         // 16-value pieces per row of a step
 const uint PPL = (RB * PB + SGS - 1u) / SGS; // pieces per lane per step
 const uint SA = BK / 4u + 2u;     // shA row stride, f16vec4s (16 bytes of padding)
 const uint CF = CM_M * CM_N;      // values per accumulator fragment
+const uint KF = BK / CM_K;        // fragments along K per step
 
 shared f16vec4 shA[NSG * RB * SA];
 shared float shC[NSG * CF];
@@ -101,6 +102,11 @@ shared float shC[NSG * CF];
 // multiplies, as the matrix-vector kernels keep theirs.
 const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K) && PPL <= 8u;
 KRaw araw[PREFETCH ? PPL : 1u];
+
+// A step's B fragments are loaded a step ahead as well, where they fit in
+// registers: each load comes from L2, and loaded just before its product
+// the subgroup would wait out that latency KF*FN times a step.
+const bool BAHEAD = KF * FN <= 16u;
 
 // pieceAt is piece j of this lane in a step: its row in the block and its
 // offset in the step; false past the block's pieces.
@@ -169,6 +175,12 @@ void main() {
     if (PREFETCH && part < steps) {
         fetchA(lane, m0, part * BK);
     }
+    CM_DECL_B(bq, BAHEAD ? KF * FN : 1u);
+    if (BAHEAD && part < steps) {
+        [[unroll]] for (uint q = 0u; q < KF * FN; q++) {
+            LOAD_XT(bq[q], ((n0 + (q / KF) * CM_N) * pc.K + part * BK + (q % KF) * CM_K) / 8u, pc.K / 8u);
+        }
+    }
     for (uint i = 0u; i < trips; i++) {
         uint s = i * SPLIT + part;
         uint k0 = s * BK;
@@ -181,17 +193,28 @@ void main() {
         }
         SG_SYNC(); // the stage is written
         if (s < steps) {
-            for (uint kk = 0u; kk < BK; kk += CM_K) {
+            [[unroll]] for (uint x = 0u; x < KF; x++) {
                 CM_DECL_A(a, FM);
                 [[unroll]] for (uint f = 0u; f < FM; f++) {
-                    CM_LOAD_A4(a[f], shA, base + f * CM_M * SA + kk / 4u, SA);
+                    CM_LOAD_A4(a[f], shA, base + f * CM_M * SA + x * (CM_K / 4u), SA);
                 }
                 [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    CM_DECL_B(b, 1);
-                    LOAD_XT(b[0], ((n0 + j * CM_N) * pc.K + k0 + kk) / 8u, pc.K / 8u);
-                    [[unroll]] for (uint f = 0u; f < FM; f++) {
-                        CM_MULADD(acc[f * FN + j], a[f], b[0]);
+                    if (BAHEAD) {
+                        [[unroll]] for (uint f = 0u; f < FM; f++) {
+                            CM_MULADD(acc[f * FN + j], a[f], bq[j * KF + x]);
+                        }
+                    } else {
+                        CM_DECL_B(b, 1);
+                        LOAD_XT(b[0], ((n0 + j * CM_N) * pc.K + k0 + x * CM_K) / 8u, pc.K / 8u);
+                        [[unroll]] for (uint f = 0u; f < FM; f++) {
+                            CM_MULADD(acc[f * FN + j], a[f], b[0]);
+                        }
                     }
+                }
+            }
+            if (BAHEAD && s + SPLIT < steps) {
+                [[unroll]] for (uint q = 0u; q < KF * FN; q++) {
+                    LOAD_XT(bq[q], ((n0 + (q / KF) * CM_N) * pc.K + k0 + SPLIT * BK + (q % KF) * CM_K) / 8u, pc.K / 8u);
                 }
             }
         }
