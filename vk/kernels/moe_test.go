@@ -20,7 +20,7 @@ import (
 func TestRoute(t *testing.T) {
 	k := setup(t)
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, c := range []struct{ e, k, n int }{{8, 2, 7}, {128, 8, 3}, {7, 3, 1}, {5, 5, 2}, {1, 1, 1}, {300, 7, 2}, {MaxExperts, 4, 1}} {
+	for _, c := range []struct{ e, k, n int }{{8, 2, 7}, {128, 8, 3}, {7, 3, 1}, {5, 5, 2}, {1, 1, 1}, {300, 7, 2}, {MaxExperts, 4, 1}, {200, 200, 2}} {
 		for _, norm := range []bool{true, false} {
 			t.Run(fmt.Sprintf("e%d/k%d/n%d/norm=%v", c.e, c.k, c.n, norm), func(t *testing.T) {
 				logits := normals(rng, c.n*c.e, 3)
