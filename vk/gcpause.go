@@ -13,8 +13,11 @@ import (
 // structs while the driver (or the validation layer) still reads them. We
 // measured it: vkCreateComputePipelines crashed inside the validation layer
 // in about one run in ten under load, because compiling a pipeline is slow
-// enough for a GC cycle to finish. Calls that take such structs run with
-// automatic GC paused; they are all setup calls, never on the hot path.
+// enough for a GC cycle to finish. Output slices are converted the same way,
+// so an enumeration's driver writes into memory already freed. Calls that
+// take or fill such slices run with automatic GC paused; they are all setup
+// calls, never on the hot path. runtime.GC would defeat the pause: nothing
+// here calls it.
 var gcPause struct {
 	sync.Mutex
 	depth int

@@ -80,11 +80,11 @@ func cstr(s string) string { return s + "\x00" }
 // instanceLayers maps the installed layers to their specVersion.
 func instanceLayers() (map[string]uint32, error) {
 	var n uint32
-	if err := check("enumerating instance layers", int32(vk.EnumerateInstanceLayerProperties(&n, nil))); err != nil {
+	if err := check("enumerating instance layers", int32(paused(func() vk.Result { return vk.EnumerateInstanceLayerProperties(&n, nil) }))); err != nil {
 		return nil, err
 	}
 	props := make([]vk.LayerProperties, n)
-	if err := check("enumerating instance layers", int32(vk.EnumerateInstanceLayerProperties(&n, props))); err != nil {
+	if err := check("enumerating instance layers", int32(paused(func() vk.Result { return vk.EnumerateInstanceLayerProperties(&n, props) }))); err != nil {
 		return nil, err
 	}
 	have := make(map[string]uint32, n)
@@ -102,11 +102,11 @@ func instanceExtensions(layer string) (map[string]bool, error) {
 	if layer != "" {
 		layer = cstr(layer)
 	}
-	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties(layer, &n, nil))); err != nil {
+	if err := check("enumerating instance extensions", int32(paused(func() vk.Result { return vk.EnumerateInstanceExtensionProperties(layer, &n, nil) }))); err != nil {
 		return nil, err
 	}
 	props := make([]vk.ExtensionProperties, n)
-	if err := check("enumerating instance extensions", int32(vk.EnumerateInstanceExtensionProperties(layer, &n, props))); err != nil {
+	if err := check("enumerating instance extensions", int32(paused(func() vk.Result { return vk.EnumerateInstanceExtensionProperties(layer, &n, props) }))); err != nil {
 		return nil, err
 	}
 	return extensionSet(props[:n]), nil

@@ -299,11 +299,11 @@ func (in *instance) physicalDevices() ([]*physical, error) {
 
 func deviceExtensions(h vk.PhysicalDevice) (map[string]bool, error) {
 	var n uint32
-	if err := check("enumerating device extensions", int32(vk.EnumerateDeviceExtensionProperties(h, "", &n, nil))); err != nil {
+	if err := check("enumerating device extensions", int32(paused(func() vk.Result { return vk.EnumerateDeviceExtensionProperties(h, "", &n, nil) }))); err != nil {
 		return nil, err
 	}
 	props := make([]vk.ExtensionProperties, n)
-	if err := check("enumerating device extensions", int32(vk.EnumerateDeviceExtensionProperties(h, "", &n, props))); err != nil {
+	if err := check("enumerating device extensions", int32(paused(func() vk.Result { return vk.EnumerateDeviceExtensionProperties(h, "", &n, props) }))); err != nil {
 		return nil, err
 	}
 	return extensionSet(props[:n]), nil
@@ -405,7 +405,7 @@ func (p *physical) queryQueues() {
 	var n uint32
 	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, nil)
 	fams := make([]vk.QueueFamilyProperties, n)
-	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, fams)
+	withoutGC(func() { vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, fams) })
 	info := &p.info
 	info.QueueFamilies = make([]QueueFamily, n)
 	for i := range fams[:n] {

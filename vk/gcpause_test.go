@@ -1,0 +1,71 @@
+package vk
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestEnumerationsSurviveGC enumerates layers, extensions and queue families
+// over and over while another goroutine allocates with the GC at its most
+// eager. The binding hands the driver C arrays that a finalizer may free
+// mid-call (docs/VULKAN.md); without paused GC around these calls the C
+// heap is corrupted within a few rounds.
+func TestEnumerationsSurviveGC(t *testing.T) {
+	in, err := newInstance(false, false)
+	needVulkan(t, err)
+	defer in.destroy()
+	phys, err := in.physicalDevices()
+	must(t, err)
+	if len(phys) == 0 {
+		t.Fatal("no physical devices")
+	}
+	p := phys[0]
+
+	snapshot := func() (string, error) {
+		layers, err := instanceLayers()
+		if err != nil {
+			return "", err
+		}
+		iexts, err := instanceExtensions("")
+		if err != nil {
+			return "", err
+		}
+		dexts, err := deviceExtensions(p.h)
+		if err != nil {
+			return "", err
+		}
+		p.queryQueues()
+		return fmt.Sprint(layers, iexts, dexts, p.info.QueueFamilies), nil
+	}
+	want, err := snapshot()
+	must(t, err)
+
+	defer debug.SetGCPercent(debug.SetGCPercent(1))
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var keep [][]byte
+		for !stop.Load() {
+			keep = append(keep, make([]byte, 64<<10))
+			if len(keep) > 64 {
+				keep = keep[:0]
+			}
+		}
+		runtime.KeepAlive(keep)
+	}()
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	for i := range 300 {
+		got, err := snapshot()
+		must(t, err)
+		if got != want {
+			t.Fatalf("round %d: enumeration changed under GC:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
