@@ -50,6 +50,81 @@ func (k *Kernels) RouteSpec(norm bool) vk.PipelineSpec {
 	return spec("route", 3, 12, 0, Lanes, MaxExperts, b32(norm))
 }
 
+// RouterRows is how many experts' logits a router workgroup computes.
+const RouterRows = 4
+
+// RouterNorm asks Router to take the residual instead of the normed
+// activations: h = x / sqrt(mean(x²) + Eps) · G, computed in the kernel.
+type RouterNorm struct {
+	G   vk.Binding // K norm weights
+	Eps float32
+}
+
+// Router records router.comp, a mixture of experts' router product and
+// Route's top-k in one dispatch: logits = W · h (W: experts × K F32, h:
+// rows × K; logits: rows × experts, a scratch the kernel reads back), then
+// ids and weights as Route writes them. With norm, x is the residual and
+// h its RMS norm, which the kernel computes; else x is h.
+func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, norm *RouterNorm, rows, experts, K, topK int, renorm bool) error {
+	if err := positive("router", rows, experts, topK, K); err != nil {
+		return err
+	}
+	if topK > experts || experts > MaxExperts {
+		return fmt.Errorf("kernels: router: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
+	}
+	if K%4 != 0 {
+		return fmt.Errorf("kernels: router: rows of %d values: want a multiple of 4", K)
+	}
+	if err := positive("router", experts, K); err != nil { // weight indices
+		return err
+	}
+	if err := vec4Aligned("router", w, x); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		what string
+		b    vk.Binding
+		n    int64
+	}{{"router logits", logits, f32(rows * experts)}, {"router ids", ids, f32(rows * topK)}, {"router weights", weights, f32(rows * topK)},
+		{"router weights matrix", w, f32(experts * K)}, {"router activations", x, f32(rows * K)}} {
+		if err := need(c.what, c.b, c.n); err != nil {
+			return err
+		}
+	}
+	g, eps := vk.Binding{}, float32(0)
+	if norm != nil {
+		if err := vec4Aligned("router", norm.G); err != nil {
+			return err
+		}
+		if err := need("router norm weights", norm.G, f32(K)); err != nil {
+			return err
+		}
+		g, eps = norm.G, norm.Eps
+	} else {
+		var err error
+		if g, err = k.unusedInput(); err != nil {
+			return err
+		}
+	}
+	p, err := k.pipeline(k.RouterSpec(renorm, norm != nil))
+	if err != nil {
+		return err
+	}
+	counts, err := k.counters(rows)
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%dx%d F32, top %d", experts, K, topK))
+	s.Dispatch(p, []vk.Binding{logits, ids, weights, w, x, g, counts},
+		vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(K/4), math.Float32bits(eps)), uint32(ceil(experts, RouterRows)), uint32(rows), 1)
+	return nil
+}
+
+// RouterSpec is the pipeline Router builds.
+func (k *Kernels) RouterSpec(renorm, rms bool) vk.PipelineSpec {
+	return spec("router", 7, 20, 0, Lanes, MaxExperts, b32(renorm), RouterRows, b32(rms))
+}
+
 // MatVecID records matvec_id.comp, llama.cpp's mul_mat_id for decode: w
 // holds experts matrices of rows × K (expert e's row r at row e·rows + r),
 // ids holds an expert per slot (Route's output: slots = tokens·topK), and

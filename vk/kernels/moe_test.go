@@ -55,6 +55,106 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// TestRouter checks the router product and top-k in one dispatch: its
+// logits against float64 products (of the RMS norm of x, with rms), and
+// its ids and weights against moeref.Route of those logits, as TestRoute
+// does. Each case runs three times in one submission, twice, with fresh
+// activations each time.
+func TestRouter(t *testing.T) {
+	k := setup(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, c := range []struct{ e, k, n, K int }{{8, 2, 1, 256}, {128, 8, 3, 2048}, {7, 3, 2, 36}, {1, 1, 1, 4}, {300, 7, 2, 100}, {MaxExperts, 4, 1, 64}, {5, 5, 9, 12}} {
+		for _, rms := range []bool{false, true} {
+			renorm := c.e%2 == 0
+			t.Run(fmt.Sprintf("e%d/k%d/n%d/K%d/rms=%v", c.e, c.k, c.n, c.K, rms), func(t *testing.T) {
+				// Logits of a few units, as TestRoute's: far wider ones
+				// leave every probability but the top one 0 in f32.
+				w := normals(rng, c.e*c.K, 1.5/math.Sqrt(float64(c.K)))
+				g := normals(rng, c.K, 1)
+				wb, gb := floatBuffer(t, w), floatBuffer(t, g)
+				xb, lb := buffer(t, f32(c.n*c.K), nil), buffer(t, f32(c.n*c.e), nil)
+				ib, ob := buffer(t, f32(c.n*c.k), nil), buffer(t, f32(c.n*c.k), nil)
+				var norm *RouterNorm
+				if rms {
+					norm = &RouterNorm{G: whole(gb), Eps: 1e-6}
+				}
+				s := kern.dev.NewSequence()
+				defer s.Free()
+				for r := range 3 {
+					if r > 0 {
+						s.Barrier()
+					}
+					if err := k.Router(s, whole(ib), whole(ob), whole(lb), whole(wb), whole(xb), norm, c.n, c.e, c.K, c.k, renorm); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := s.End(); err != nil {
+					t.Fatal(err)
+				}
+				// Fresh activations for each submission: a counter left
+				// dirty by the one before routes early or never.
+				for range 2 {
+					x := normals(rng, c.n*c.K, 1)
+					if err := xb.WriteF32(0, x); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Run(); err != nil {
+						t.Fatal(err)
+					}
+					checkRouter(t, w, x, g, rms, lb, ib, ob, c.n, c.e, c.K, c.k, renorm)
+				}
+			})
+		}
+	}
+	b := vk.Binding{}
+	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 8, 5, true); err == nil {
+		t.Error("top 5 of 4 experts recorded")
+	}
+	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 6, 2, true); err == nil {
+		t.Error("rows of 6 values recorded")
+	}
+}
+
+// checkRouter compares Router's logits with float64 products (of the RMS
+// norm of x with weight g, with rms) and its ids and weights with
+// moeref.Route of those logits.
+func checkRouter(t *testing.T, w, x, g []float32, rms bool, lb, ib, ob *vk.Buffer, n, experts, K, topK int, renorm bool) {
+	t.Helper()
+	logits, ids, ws := read(t, lb, 0, n*experts), read(t, ib, 0, n*topK), read(t, ob, 0, n*topK)
+	for i := range n {
+		h := make([]float64, K)
+		ss := 0.0
+		for j, v := range x[i*K : (i+1)*K] {
+			h[j] = float64(v)
+			ss += float64(v) * float64(v)
+		}
+		if rms {
+			inv := 1 / math.Sqrt(ss/float64(K)+1e-6)
+			for j := range h {
+				h[j] *= inv * float64(g[j])
+			}
+		}
+		for e := range experts {
+			want := 0.0
+			for j, hv := range h {
+				want += float64(w[e*K+j]) * hv
+			}
+			if got := float64(logits[i*experts+e]); math.Abs(got-want) > 1e-5*(1+math.Abs(want))*math.Sqrt(float64(K)) {
+				t.Fatalf("token %d expert %d: logit %v, want %v", i, e, got, want)
+			}
+		}
+		wantIDs, wantW := moeref.Route(logits[i*experts:(i+1)*experts], topK, renorm)
+		for j := range topK {
+			if got := ids[i*topK+j]; got != float32(wantIDs[j]) {
+				t.Fatalf("token %d slot %d: expert %v, want %d (ids %v)", i, j, got, wantIDs[j], ids[i*topK:(i+1)*topK])
+			}
+			if got := float64(ws[i*topK+j]); math.Abs(got-wantW[j]) > 1e-6 {
+				t.Fatalf("token %d slot %d: weight %v, want %v", i, j, got, wantW[j])
+			}
+		}
+	}
+}
+
 // slotChoice routes slot s of an expert product's test to an expert.
 type slotChoice struct {
 	name   string
