@@ -101,14 +101,15 @@ type Ops interface {
 	GeGLU(dst, gate, up Tensor)
 	// Scale multiplies x by s in place.
 	Scale(x Tensor, s float32)
-	// Route picks each token's experts from a router's logits (N × E, E
-	// experts) as llama.cpp's build_moe_ffn does with softmax gating: p =
+	// Route computes a router's logits = w·x (N × E for E experts, as
+	// MatMul) and picks each token's experts from them as llama.cpp's
+	// build_moe_ffn does with softmax gating: p =
 	// softmax(logits[i]); ids[i] (N × k) receives the k experts of highest
 	// p in descending order (ties to the lower index) and weights[i] (N × k)
 	// their probabilities, divided by their sum (clamped below at
 	// 6.103515625e-5) when norm. Expert indexes are stored as f32 values
 	// (exact integers); only MatMulID reads them.
-	Route(ids, weights, logits Tensor, k int, norm bool)
+	Route(ids, weights, logits, w, x Tensor, k int, norm bool)
 	// MatMulID is the matrix product of a mixture of experts (llama.cpp's
 	// mul_mat_id): w stacks E experts' matrices of R rows × K (E·R rows;
 	// expert e's row r is row e·R+r, the layout of a GGUF [K, R, E]

@@ -324,8 +324,7 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 		if a.moe {
 			// Each token's FFN is the weighted sum of its chosen experts'
 			// SwiGLU FFNs, one row per (token, chosen expert) slot.
-			ops.MatMul(router, l.router, h)
-			ops.Route(ids, mix, router, hp.ExpertsUsed, hp.ExpertNorm)
+			ops.Route(ids, mix, router, l.router, h, hp.ExpertsUsed, hp.ExpertNorm)
 			ops.MatMulID(eGate, l.gateExps, h, ids)
 			ops.MatMulID(eUp, l.upExps, h, ids)
 			glu(eGate, eGate, eUp)

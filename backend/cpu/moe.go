@@ -11,10 +11,11 @@ import (
 // llama.cpp's clamp (the smallest normal f16) against a division by zero.
 const moeSumMin = 6.103515625e-5
 
-// Route is softmax, top-k and (with norm) renormalisation, per row. The
-// softmax rounds as ggml's CPU soft_max: each exp in f32, their sum in f64,
+// Route is the router product, then softmax, top-k and (with norm)
+// renormalisation, per row. The softmax rounds as ggml's CPU soft_max: each exp in f32, their sum in f64,
 // each probability the f32 exp times the f32 reciprocal of the sum.
-func (p *program) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
+func (p *program) Route(ids, weights, logits, router, x backend.Tensor, k int, norm bool) {
+	p.MatMul(logits, router, x)
 	id, w, l := act(ids), act(weights), act(logits)
 	if k < 1 || k > l.cols || id.rows != l.rows || w.rows != l.rows || id.cols != k || w.cols != k {
 		p.fail("route: top %d of logits %dx%d into ids %dx%d and weights %dx%d", k, l.rows, l.cols, id.rows, id.cols, w.rows, w.cols)

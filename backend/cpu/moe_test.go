@@ -12,15 +12,27 @@ import (
 	"github.com/vkinfer/vkinfer/quant"
 )
 
-// route runs Route on logits (n rows of e) and returns ids and weights.
+// identity returns the e × e identity matrix as F32 weights: a router
+// whose logits are its input, exactly.
+func identity(t *testing.T, b *Backend, e int) backend.Tensor {
+	v := make([]float32, e*e)
+	for i := range e {
+		v[i*e+i] = 1
+	}
+	return f32Weight(t, b, e, e, v)
+}
+
+// route runs Route on logits (n rows of e, through an identity router) and
+// returns ids and weights.
 func route(t *testing.T, logits []float32, n, e, k int, norm bool) (ids, w []float32) {
 	t.Helper()
 	b := newBackend(t)
 	table := f32Weight(t, b, n, e, logits)
+	eye := identity(t, b, e)
 	out := runOnce(t, b, n, 2*n*k, func(o backend.Ops) {
-		l, id, wt := o.Tensor(n, e), o.Tensor(n, k), o.Tensor(n, k)
-		o.Embed(l, table)
-		o.Route(id, wt, l, k, norm)
+		x, l, id, wt := o.Tensor(n, e), o.Tensor(n, e), o.Tensor(n, k), o.Tensor(n, k)
+		o.Embed(x, table)
+		o.Route(id, wt, l, eye, x, k, norm)
 		o.Output(id)
 		o.Output(wt)
 	})
@@ -106,6 +118,7 @@ func TestMatMulID(t *testing.T) {
 						const rows, cols = 5, 256
 						b := newBackend(t)
 						w, wv := expertWeight(t, b, rng, typ, e, rows, cols)
+						eye := identity(t, b, e)
 						// Logits that make Route choose the listed experts in order.
 						logits := make([]float32, n*e)
 						want := make([][]int, n)
@@ -125,8 +138,9 @@ func TestMatMulID(t *testing.T) {
 							// tokens, and x n·k rows where perSlot.
 							l, id, wt, x := o.Tensor(n, e), o.Tensor(n, k), o.Tensor(n, k), o.Tensor(xRows, cols)
 							copy(x.(*tensor).data, xv)
-							copy(l.(*tensor).data, logits)
-							o.Route(id, wt, l, k, true)
+							lx := o.Tensor(n, e)
+							copy(lx.(*tensor).data, logits)
+							o.Route(id, wt, l, eye, lx, k, true)
 							d := o.Tensor(n*k, rows)
 							o.MatMulID(d, w, x, id)
 							o.Output(d)
@@ -198,14 +212,17 @@ func TestMoESum(t *testing.T) {
 func TestMoERecordErrors(t *testing.T) {
 	b := newBackend(t)
 	w := f32Weight(t, b, 4*3, 8, make([]float32, 4*3*8))
+	eye5 := identity(t, b, 5)
 	for name, build := range map[string]func(o backend.Ops){
 		"ids not from Route": func(o backend.Ops) { o.MatMulID(o.Tensor(2, 3), w, o.Tensor(1, 8), o.Tensor(1, 2)) },
 		"5 experts routed, 4 held": func(o backend.Ops) {
 			id := o.Tensor(1, 2)
-			o.Route(id, o.Tensor(1, 2), o.Tensor(1, 5), 2, true)
+			o.Route(id, o.Tensor(1, 2), o.Tensor(1, 5), eye5, o.Tensor(1, 5), 2, true)
 			o.MatMulID(o.Tensor(2, 3), w, o.Tensor(1, 8), id)
 		},
-		"k beyond the experts": func(o backend.Ops) { o.Route(o.Tensor(1, 6), o.Tensor(1, 6), o.Tensor(1, 5), 6, true) },
+		"k beyond the experts": func(o backend.Ops) {
+			o.Route(o.Tensor(1, 6), o.Tensor(1, 6), o.Tensor(1, 5), eye5, o.Tensor(1, 5), 6, true)
+		},
 	} {
 		if _, err := b.Record(1, build); err == nil || !(strings.Contains(err.Error(), "mul_mat_id") || strings.Contains(err.Error(), "route")) {
 			t.Errorf("%s: %v", name, err)

@@ -71,8 +71,8 @@ type probeOps struct {
 	p *probeProgram
 }
 
-func (o *probeOps) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
-	o.Ops.Route(ids, weights, logits, k, norm)
+func (o *probeOps) Route(ids, weights, logits, w, x backend.Tensor, k int, norm bool) {
+	o.Ops.Route(ids, weights, logits, w, x, k, norm)
 	snap := o.Ops.Tensor(logits.Rows(), logits.Cols())
 	o.Ops.CopyRows(snap, logits, 0)
 	o.Ops.Output(snap)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/vkinfer/vkinfer/backend"
+	"github.com/vkinfer/vkinfer/quant"
 	"github.com/vkinfer/vkinfer/vk"
 	"github.com/vkinfer/vkinfer/vk/kernels"
 )
@@ -33,18 +34,23 @@ const (
 	// gated activation in one dispatch (kernels.MatVecIDGLU) instead of
 	// two matvec_id and the activation's.
 	FuseMoEGLU
+	// FuseRouter: a mixture of experts' router product and its top-k in
+	// one dispatch (kernels.Router) instead of a product and route.comp,
+	// and beside the norm before it rather than after it: the kernel
+	// normalises the residual itself.
+	FuseRouter
 
 	// fuseAll is every fusion, the default.
-	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU
+	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU | FuseRouter
 )
 
 var fusionNames = []struct {
 	f    Fusion
 	name string
-}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}}
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}, {FuseRouter, "router"}}
 
 // ParseFusions reads a comma-separated list of fusion names (stack, rope,
-// glu, moe, moeglu; "all" for every one; "" for none).
+// glu, moe, moeglu, router; "all" for every one; "" for none).
 func ParseFusions(s string) (Fusion, error) {
 	var f Fusion
 	for _, name := range strings.Split(s, ",") {
@@ -63,7 +69,7 @@ func ParseFusions(s string) (Fusion, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu or all)", name)
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu, router or all)", name)
 		}
 	}
 	return f, nil
@@ -180,6 +186,26 @@ func (f *fuser) sumExperts(d, y, w, r *tensor) *expertProduct {
 	}
 	f.expert = nil
 	return e
+}
+
+// routerFused says whether Route takes router.comp (FuseRouter): decode,
+// with F32 router weights of as many rows as there are logits.
+func (f *fuser) routerFused(l, m, a *tensor) bool {
+	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows <= kernels.MaxMatVecCols && a.rows == l.rows &&
+		m.rows == l.cols && m.cols == a.cols && a.cols%4 == 0
+}
+
+// normed is an RMSNorm dst = norm(x)·w recorded as the op just before: a
+// fused router that reads dst takes x instead and normalises it itself.
+type normed struct {
+	dst, x, w *tensor
+	eps       float32
+}
+
+// feeds says whether a is the norm's output, from an input a router can
+// normalise (F32 weights of its width).
+func (n *normed) feeds(a *tensor) bool {
+	return n != nil && n.dst == a && n.x.rows == a.rows && n.x.cols == a.cols && n.w.typ == quant.F32 && n.w.rows*n.w.cols == a.cols
 }
 
 // takeExpert returns the held expert product (nil if none) and forgets it.

@@ -47,16 +47,31 @@ func checkMoESum(d, y, w, r *tensor) error {
 	return nil
 }
 
-func (p *program) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
+func (p *program) Route(ids, weights, logits, router, x backend.Tensor, k int, norm bool) {
+	id, w, l, m, a := act(ids), act(weights), act(logits), act(router), act(x)
+	if !p.fz.routerFused(l, m, a) {
+		p.MatMul(logits, router, x)
+	}
 	p.flush()
-	id, w, l := act(ids), act(weights), act(logits)
 	if err := checkRoute(id, w, l, k); err != nil {
 		p.fail(err)
 		return
 	}
 	p.routed[id] = l.cols
-	p.op(bindings(l.b), bindings(id.b, w.b), func() error {
-		return p.e.k.Route(p.seq, id.b, w.b, l.b, l.rows, l.cols, k, norm)
+	if !p.fz.routerFused(l, m, a) {
+		p.op(bindings(l.b), bindings(id.b, w.b), func() error {
+			return p.e.k.Route(p.seq, id.b, w.b, l.b, l.rows, l.cols, k, norm)
+		})
+		return
+	}
+	// Straight after the norm that made x, the router reads what the norm
+	// reads and runs beside it.
+	src, reads, rn := a, bindings(m.b, a.b), (*kernels.RouterNorm)(nil)
+	if n := p.norm; n.feeds(a) {
+		src, reads, rn = n.x, bindings(m.b, n.x.b, n.w.b), &kernels.RouterNorm{G: n.w.b, Eps: n.eps}
+	}
+	p.op(reads, bindings(l.b, id.b, w.b), func() error {
+		return p.e.k.Router(p.seq, id.b, w.b, l.b, m.b, src.b, rn, a.rows, l.cols, a.cols, k, norm)
 	})
 }
 
@@ -253,15 +268,25 @@ func (p *program) MoESum(dst, y, weights, r backend.Tensor) {
 	})
 }
 
-func (o *planOps) Route(ids, weights, logits backend.Tensor, k int, norm bool) {
+func (o *planOps) Route(ids, weights, logits, router, x backend.Tensor, k int, norm bool) {
+	id, w, l, m, a := act(ids), act(weights), act(logits), act(router), act(x)
+	fused := o.fz.routerFused(l, m, a)
+	if !fused {
+		o.MatMul(logits, router, x)
+	}
 	o.flush()
-	id, w, l := act(ids), act(weights), act(logits)
 	if err := checkRoute(id, w, l, k); err != nil {
 		o.fail(err)
 		return
 	}
 	o.routed[id] = l.cols
-	o.add(fmt.Sprintf("route top %d of %d", k, l.cols), 0, o.pl.e.k.RouteSpec(norm))
+	if fused {
+		rms := o.norm.feeds(a)
+		o.add(fmt.Sprintf("router %dx%d F32, top %d", l.cols, a.cols, k), 0, o.pl.e.k.RouterSpec(norm, rms))
+	} else {
+		o.add(fmt.Sprintf("route top %d of %d", k, l.cols), 0, o.pl.e.k.RouteSpec(norm))
+	}
+	o.wrote(l)
 	o.wrote(id)
 	o.wrote(w)
 }

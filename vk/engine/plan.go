@@ -140,10 +140,12 @@ type planOps struct {
 	fz   fuser   // program.fz; a plan's weights have no buffers, and the
 	// arena keeps a stack's in one (Engine.Weight)
 	routed map[*tensor]int // program.routed
+	norm   *normed         // program.norm
 	err    error
 }
 
 func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
+	o.norm = nil
 	if o.rows {
 		// Each row pass lists its pipelines: its products' column
 		// counts and its attention's split depend on the sequences.
@@ -198,6 +200,7 @@ func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 		op += " +q8"
 	}
 	o.add(op, 0, o.pl.e.k.RMSNormSpec(d.cols, q8))
+	o.norm = &normed{dst: d, x: act(x), w: act(w), eps: eps}
 	o.wrote(d)
 	if q8 {
 		o.q8[d] = true

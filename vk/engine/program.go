@@ -73,6 +73,8 @@ type program struct {
 	// routed holds the id tensors Route writes, with the number of experts
 	// routed among: MatMulID takes no others (moe.go).
 	routed map[*tensor]int
+	// norm is the last op recorded when it was an RMSNorm (FuseRouter).
+	norm *normed
 	// sorts holds a prefill's pairs sorted by expert (moe_sort), kept
 	// like q8 and stale once Route writes their ids again.
 	sorts map[sortKey]*actCopy
@@ -119,6 +121,7 @@ func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
 // decode costs more than many of the kernels themselves. The first error is
 // kept and returned by Record.
 func (p *program) op(reads, writes []vk.Binding, record func() error) {
+	p.norm = nil
 	hazard := false
 	for _, b := range reads {
 		hazard = hazard || p.written[b.Buf]
@@ -192,6 +195,7 @@ func (p *program) Embed(dst, table backend.Tensor) {
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	p.flush()
 	d, a, g := act(dst), act(x), act(w)
+	defer func() { p.norm = &normed{dst: d, x: a, w: g, eps: eps} }()
 	if c := p.q8Out(d); c != nil {
 		// The result feeds products, which will want it in 8 bits; the
 		// norm writes that copy as well.
