@@ -49,7 +49,8 @@ func checkMoESum(d, y, w, r *tensor) error {
 
 func (p *program) Route(ids, weights, logits, router, x backend.Tensor, k int, norm bool) {
 	id, w, l, m, a := act(ids), act(weights), act(logits), act(router), act(x)
-	if !p.fz.routerFused(l, m, a) {
+	fused := p.fz.routerFused(l, m, a)
+	if !fused {
 		p.MatMul(logits, router, x)
 	}
 	p.flush()
@@ -58,7 +59,7 @@ func (p *program) Route(ids, weights, logits, router, x backend.Tensor, k int, n
 		return
 	}
 	p.routed[id] = l.cols
-	if !p.fz.routerFused(l, m, a) {
+	if !fused {
 		p.op(bindings(l.b), bindings(id.b, w.b), func() error {
 			return p.e.k.Route(p.seq, id.b, w.b, l.b, l.rows, l.cols, k, norm)
 		})
