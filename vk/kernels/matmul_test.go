@@ -76,7 +76,7 @@ func testMatrix(t *testing.T, k *Kernels, qt quant.Type, c matCase, tol float64,
 // every count of one group, and more than one group (a batch of
 // sequences decoding together) with a last group as full as the others
 // (9, 23: groups of 5 and 8) or not (13: 7 and 6; 17: 6, 6, 5).
-var matVecCols = []int{1, 9, 2, 8, 3, 13, 4, 17, 5, 6, 23, 7}
+var matVecCols = []int{1, 9, 2, 8, 3, 13, 4, 17, 5, 6, 23, 7, 32}
 
 func TestMatVec(t *testing.T) {
 	k := setup(t)
