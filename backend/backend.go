@@ -139,8 +139,8 @@ type Program interface {
 	// sequence seqs[i] at position pos[i], each of the three as long as
 	// the recorded batch. A program from Record takes rows of one sequence
 	// at consecutive positions (Run is the case of sequence 0); one from
-	// MultiSeq.RecordRows takes one row of each of several distinct
-	// sequences, at any positions.
+	// MultiSeq.RecordRows takes rows of any sequences at any positions
+	// that Cache.CheckRows allows.
 	RunRows(tokens, seqs, pos []int32, out []float32) error
 	// Close releases the program's activations.
 	Close()
@@ -150,12 +150,14 @@ type Program interface {
 // (Cache.Seqs) that one forward pass decodes together.
 type MultiSeq interface {
 	Backend
-	// RecordRows builds a program for a batch of n rows, each one token of
-	// its own sequence at its own position, both given per run
-	// (Program.RunRows): RoPE rotates row i at its position, StoreKV
-	// writes it into its sequence's region, Attend makes it attend over
-	// its sequence's keys up to its position. The matrix products see n
-	// rows, so several sequences decode for little more than one.
+	// RecordRows builds a program for a batch of n rows, each a token of
+	// a sequence at a position, both given per run (Program.RunRows):
+	// RoPE rotates row i at its position, StoreKV writes it into its
+	// sequence's region, Attend makes it attend over its sequence's keys
+	// up to its position, those the same run stores included. The matrix
+	// products see n rows, so several sequences decode for little more
+	// than one, and the prompts of several sequences (rows of one sequence
+	// at consecutive positions, Cache.CheckRows) prefill in one pass.
 	RecordRows(n int, build func(Ops)) (Program, error)
 }
 
@@ -239,6 +241,29 @@ func (c Cache) Check() error {
 	return nil
 }
 
+// span is the most positions apart two rows of one sequence in one batch
+// may be: Batch, or the context without one.
+func (c Cache) span() int {
+	if c.Batch <= 0 {
+		return c.Context
+	}
+	return c.Batch
+}
+
+// MaxRows is the most rows a row program (MultiSeq.RecordRows) may take:
+// a token of each sequence, or a batch's worth.
+func (c Cache) MaxRows() int { return max(c.Sequences(), c.span()) }
+
+// PerSeq is the most rows of one sequence a batch of n rows holds: all n
+// in a program of one sequence's tokens, at most a batch's in a row
+// program (CheckRows). CheckWindow takes it.
+func (c Cache) PerSeq(n int, rows bool) int {
+	if rows {
+		return min(n, c.span())
+	}
+	return n
+}
+
 // CheckWindow says whether a batch of n tokens can attend over layer l's
 // cache with attention window w (0: global): a ring (Slots < Context) must
 // belong to a sliding layer and hold the W-1+n positions the batch reads.
@@ -293,13 +318,17 @@ func CheckWeight(name string, t quant.Type, rows, cols int, data []byte) (rowByt
 // CheckRows validates the rows of a RunRows call for every backend: n
 // tokens, sequences and positions; each sequence one the cache holds and
 // each position inside the context. rows says what the program was
-// recorded for: one token of each of several distinct sequences
+// recorded for: rows of several sequences at their own positions
 // (MultiSeq.RecordRows), or else the tokens of one sequence at consecutive
-// positions (Record).
+// positions (Record). Rows of one sequence in a row program must be at
+// distinct positions less than Batch apart: the span a ring keeps free for
+// one batch (see Cache), so no row's store lands in a slot another row of
+// the batch reads.
 func (c Cache) CheckRows(n int, rows bool, tokens, seqs, pos []int32) error {
 	if len(tokens) != n || len(seqs) != n || len(pos) != n {
 		return fmt.Errorf("program recorded for %d rows, run with %d tokens, %d sequences and %d positions", n, len(tokens), len(seqs), len(pos))
 	}
+	span := c.span()
 	for i := range n {
 		s, p := int(seqs[i]), int(pos[i])
 		switch {
@@ -311,11 +340,17 @@ func (c Cache) CheckRows(n int, rows bool, tokens, seqs, pos []int32) error {
 			return fmt.Errorf("row %d: sequence %d at position %d in a program for the consecutive tokens of one sequence (sequence %d from position %d)",
 				i, s, p, seqs[0], pos[0])
 		}
-		if rows {
-			for j := range i {
-				if seqs[j] == seqs[i] {
-					return fmt.Errorf("rows %d and %d: both of sequence %d (a row program takes one token of each)", j, i, s)
-				}
+		if !rows {
+			continue
+		}
+		// Pairwise rather than through a map: a run allocates nothing.
+		for j := range i {
+			if seqs[j] != seqs[i] {
+				continue
+			}
+			if d := pos[i] - pos[j]; d == 0 || d >= int32(span) || -d >= int32(span) {
+				return fmt.Errorf("rows %d and %d: sequence %d at positions %d and %d (rows of one sequence need distinct positions less than %d apart)",
+					j, i, s, pos[j], p, span)
 			}
 		}
 	}

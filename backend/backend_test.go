@@ -34,7 +34,7 @@ func TestSlots(t *testing.T) {
 // TestCheckRows: the rows a program is run with are checked against what
 // it was recorded for and what the cache holds.
 func TestCheckRows(t *testing.T) {
-	c := Cache{Layers: 1, Context: 10, KVDim: 2, Seqs: 3}
+	c := Cache{Layers: 1, Context: 10, KVDim: 2, Seqs: 3, Batch: 4}
 	for _, tc := range []struct {
 		what              string
 		rows              bool
@@ -49,7 +49,9 @@ func TestCheckRows(t *testing.T) {
 		{"negative position", false, []int32{1, 2, 3}, []int32{0, 0, 0}, []int32{-1, 0, 1}, "position -1 outside"},
 		{"not consecutive", false, []int32{1, 2, 3}, []int32{0, 0, 0}, []int32{1, 2, 4}, "row 2: sequence 0 at position 4"},
 		{"two sequences in a prefill", false, []int32{1, 2, 3}, []int32{0, 1, 0}, []int32{1, 2, 3}, "row 1: sequence 1"},
-		{"one sequence twice", true, []int32{1, 2, 3}, []int32{0, 1, 0}, []int32{1, 2, 3}, "rows 0 and 2: both of sequence 0"},
+		{"a prompt beside a decode", true, []int32{1, 2, 3, 4}, []int32{0, 1, 0, 0}, []int32{3, 2, 1, 2}, ""},
+		{"one position twice", true, []int32{1, 2, 3}, []int32{0, 1, 0}, []int32{1, 2, 1}, "rows 0 and 2: sequence 0 at positions 1 and 1"},
+		{"wider than a batch", true, []int32{1, 2, 3}, []int32{0, 1, 0}, []int32{1, 2, 5}, "less than 4 apart"},
 	} {
 		err := c.CheckRows(len(tc.tokens), tc.rows, tc.tokens, tc.seqs, tc.pos)
 		switch {

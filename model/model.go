@@ -35,17 +35,25 @@ type Model struct {
 	be       backend.Backend
 	w        *weights
 	programs map[programKey]backend.Program
+	// used and uses order the mixed-batch row programs by last use
+	// (rowProgram).
+	used map[programKey]int
+	uses int
 	out      []float32
 	discard  []float32
 	owner    []*Session // per sequence, the session whose tokens it holds
-	// rowSeqs and rowPos are a RunRows call's sequences and positions.
-	rowSeqs, rowPos []int32
+	// rowToks, rowSeqs and rowPos are a RunRows call's tokens, sequences
+	// and positions; batchOut and reused EvalBatch's results.
+	rowToks, rowSeqs, rowPos []int32
+	batchOut                 []float32
+	reused                   []int
 }
 
 type programKey struct {
 	n    int
 	all  bool // logits for every row, not just the last
-	rows bool // one token of each of n sequences (Step), not n of one
+	rows bool // rows of several sequences (Step, EvalBatch), not n of one
+	out  int  // with rows: logits of the first out rows
 }
 
 // Load reads the hyper-parameters and tokenizer of f and places its weights
@@ -71,7 +79,7 @@ func Load(f *gguf.File, be backend.Backend, o Options) (*Model, error) {
 	if tok.VocabSize() > hp.Vocab {
 		return nil, fmt.Errorf("model: tokenizer has %d tokens but token_embd.weight only %d rows", tok.VocabSize(), hp.Vocab)
 	}
-	m := &Model{HP: hp, Tok: tok, arch: archs[hp.Arch], be: be, programs: map[programKey]backend.Program{}}
+	m := &Model{HP: hp, Tok: tok, arch: archs[hp.Arch], be: be, programs: map[programKey]backend.Program{}, used: map[programKey]int{}}
 	m.Context = o.Context
 	if m.Context <= 0 {
 		m.Context = min(hp.Context, 4096)
@@ -190,12 +198,18 @@ func (m *Model) run(tokens []int32, seq, pos int, all bool, out []float32) error
 	return nil
 }
 
-// rows returns the RunRows buffers for n rows.
+// rows returns the RunRows buffers of sequences and positions for n rows.
 func (m *Model) rows(n int) (seqs, pos []int32) {
+	_, seqs, pos = m.rowBuffers(n)
+	return seqs, pos
+}
+
+// rowBuffers returns the RunRows buffers for n rows.
+func (m *Model) rowBuffers(n int) (toks, seqs, pos []int32) {
 	if cap(m.rowSeqs) < n {
-		m.rowSeqs, m.rowPos = make([]int32, n), make([]int32, n)
+		m.rowToks, m.rowSeqs, m.rowPos = make([]int32, n), make([]int32, n), make([]int32, n)
 	}
-	return m.rowSeqs[:n], m.rowPos[:n]
+	return m.rowToks[:n], m.rowSeqs[:n], m.rowPos[:n]
 }
 
 // Prepare records the program Forward runs for a batch of n tokens (1 to
@@ -217,7 +231,7 @@ func (m *Model) PrepareRows(n int) error {
 	if n < 2 || n > m.Seqs {
 		return fmt.Errorf("model: a step of %d sequences (want 2 to the %d the cache holds)", n, m.Seqs)
 	}
-	_, err := m.rowProgram(n)
+	_, err := m.rowProgram(n, n)
 	return err
 }
 
@@ -228,7 +242,11 @@ func (m *Model) program(n int, all bool) (backend.Program, error) {
 	if p, ok := m.programs[k]; ok {
 		return p, nil
 	}
-	p, err := m.be.Record(n, func(ops backend.Ops) { m.build(ops, n, all) })
+	first, out := n-1, 1
+	if all {
+		first, out = 0, n
+	}
+	p, err := m.be.Record(n, func(ops backend.Ops) { m.build(ops, n, first, out) })
 	if err != nil {
 		return nil, fmt.Errorf("model: recording a %d-token forward pass: %w", n, err)
 	}
@@ -236,30 +254,65 @@ func (m *Model) program(n int, all bool) (backend.Program, error) {
 	return p, nil
 }
 
-// rowProgram returns the recorded program that decodes one token of each
-// of n sequences (logits for every row), recording it on first use.
-func (m *Model) rowProgram(n int) (backend.Program, error) {
-	k := programKey{n: n, all: true, rows: true}
+// rowProgram returns the recorded row program of n rows with logits for
+// the first out (backend.MultiSeq.RecordRows), recording it on first use.
+// Programs with out == n (a token of each of n sequences: Step) are kept
+// for the model's life; there are at most Seqs of them. Mixed batches
+// (EvalBatch: prompts beside decoding sequences) come in any size, so at
+// most maxMixed of their programs are kept, the least recently used
+// closed first.
+func (m *Model) rowProgram(n, out int) (backend.Program, error) {
+	k := programKey{n: n, all: true, rows: true, out: out}
+	m.uses++
 	if p, ok := m.programs[k]; ok {
+		m.used[k] = m.uses
 		return p, nil
 	}
 	ms, ok := m.be.(backend.MultiSeq)
 	if !ok {
 		return nil, fmt.Errorf("model: the %s backend decodes one sequence at a time", m.be.Name())
 	}
-	p, err := ms.RecordRows(n, func(ops backend.Ops) { m.build(ops, n, true) })
+	if out < n {
+		m.evictMixed()
+	}
+	p, err := ms.RecordRows(n, func(ops backend.Ops) { m.build(ops, n, 0, out) })
 	if err != nil {
-		return nil, fmt.Errorf("model: recording a forward pass of %d sequences: %w", n, err)
+		return nil, fmt.Errorf("model: recording a forward pass of %d rows: %w", n, err)
 	}
 	m.programs[k] = p
+	if out < n {
+		m.used[k] = m.uses
+	}
 	return p, nil
+}
+
+// maxMixed is how many mixed-batch row programs the model keeps.
+const maxMixed = 4
+
+// evictMixed closes the least recently used mixed-batch program when
+// maxMixed are kept.
+func (m *Model) evictMixed() {
+	if len(m.used) < maxMixed {
+		return
+	}
+	var old programKey
+	first := true
+	for k, u := range m.used {
+		if first || u < m.used[old] {
+			old, first = k, false
+		}
+	}
+	m.programs[old].Close()
+	delete(m.programs, old)
+	delete(m.used, old)
 }
 
 // build records the forward pass for n tokens: llama's, with what
 // m.arch and the bound weights add (biases, Q/K head norms, post-branch
 // norms, GeGLU, the embedding scale, per-layer windows and RoPE bases, a
-// mixture of experts for the FFN).
-func (m *Model) build(ops backend.Ops, n int, all bool) {
+// mixture of experts for the FFN). Its output is the logits of rows
+// first … first+out-1.
+func (m *Model) build(ops backend.Ops, n, first, out int) {
 	hp, w, a := m.HP, m.w, m.arch
 	q, kv := hp.Heads*hp.HeadDim, hp.KVHeads*hp.HeadDim
 	x := ops.Tensor(n, hp.Embd)
@@ -337,14 +390,13 @@ func (m *Model) build(ops backend.Ops, n int, all bool) {
 		glu(gate, gate, up)
 		branch(l.down, gate, l.postFFNNorm)
 	}
-	rows := n
-	if !all && n > 1 {
-		last := ops.Tensor(1, hp.Embd)
-		ops.CopyRows(last, x, n-1)
-		x, rows = last, 1
+	if out < n {
+		sel := ops.Tensor(out, hp.Embd)
+		ops.CopyRows(sel, x, first)
+		x = sel
 	}
 	ops.RMSNorm(x, x, w.outNorm, hp.Eps)
-	logits := ops.Tensor(rows, hp.Vocab)
+	logits := ops.Tensor(out, hp.Vocab)
 	ops.MatMul(logits, w.output, x)
 	ops.Output(logits)
 }

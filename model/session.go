@@ -204,7 +204,7 @@ func (m *Model) Step(sessions []*Session, tokens []int32) ([]float32, error) {
 		// One sequence decodes with the ordinary one-token program.
 		return sessions[0].run(tokens)
 	}
-	p, err := m.rowProgram(n)
+	p, err := m.rowProgram(n, n)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +223,137 @@ func (m *Model) Step(sessions []*Session, tokens []int32) ([]float32, error) {
 		s.tokens = append(s.tokens, tokens[i])
 	}
 	return out, nil
+}
+
+// EvalBatch makes each sessions[i] hold tokens[i], as Eval does for one
+// session, in as few forward passes as it can: what each session lacks
+// (a new prompt past the prefix it keeps, or the one token of a decoding
+// sequence) runs beside the others' in row programs of up to UBatch rows,
+// each row at its own position of its own sequence. So the prompts of
+// requests that arrive together prefill in one pass, with the sequences
+// already decoding. A session that lacks more than UBatch tokens prefills
+// on its own (Eval's programs, in UBatch pieces).
+//
+// It returns n_vocab logits per session, those of its last token, in
+// order, in a slice the next call reuses, and how many of each session's
+// tokens were kept rather than evaluated. The sessions must be of m and of
+// distinct sequences; tokens that do not fit the context give an error
+// wrapping ErrContextFull. After an error each session keeps only the
+// prefix it kept.
+func (m *Model) EvalBatch(sessions []*Session, tokens [][]int32) (logits []float32, reused []int, err error) {
+	n := len(sessions)
+	if n == 0 || len(tokens) != n {
+		return nil, nil, fmt.Errorf("model: a batch of %d sessions and %d token lists", n, len(tokens))
+	}
+	for i, s := range sessions {
+		switch {
+		case s.m != m:
+			return nil, nil, fmt.Errorf("model: batch: session %d belongs to another model", i)
+		case len(tokens[i]) == 0:
+			return nil, nil, fmt.Errorf("model: batch: session %d has no tokens to evaluate", i)
+		case len(tokens[i]) > m.Context:
+			return nil, nil, fmt.Errorf("model: batch: session %d: %d tokens exceed the context of %d: %w", i, len(tokens[i]), m.Context, ErrContextFull)
+		}
+		for j := range i {
+			if sessions[j].seq == s.seq {
+				return nil, nil, fmt.Errorf("model: batch: sessions %d and %d hold the same sequence", j, i)
+			}
+		}
+	}
+	if len(m.reused) < n {
+		m.reused = make([]int, n)
+	}
+	reused = m.reused[:n]
+	for i, s := range sessions {
+		s.claim()
+		keep := min(commonPrefix(s.tokens, tokens[i]), len(tokens[i])-1)
+		if !s.intact(keep) {
+			keep = 0
+		}
+		s.tokens, reused[i] = s.tokens[:keep], keep
+	}
+	vocab := m.HP.Vocab
+	if cap(m.batchOut) < n*vocab {
+		m.batchOut = make([]float32, n*vocab)
+	}
+	logits = m.batchOut[:n*vocab]
+	// Passes of consecutive sessions whose new tokens fill at most UBatch
+	// rows; longer prompts run alone.
+	var pass []int
+	rows := 0
+	flush := func() error {
+		defer func() { pass, rows = pass[:0], 0 }()
+		return m.evalPass(sessions, tokens, reused, pass, rows, logits)
+	}
+	for i := range sessions {
+		add := len(tokens[i]) - reused[i]
+		if add > m.UBatch {
+			if err := m.evalPass(sessions, tokens, reused, []int{i}, add, logits); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if rows+add > m.UBatch {
+			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+		}
+		pass, rows = append(pass, i), rows+add
+	}
+	if len(pass) > 0 {
+		if err := flush(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return logits, reused, nil
+}
+
+// evalPass runs the new tokens of sessions[pass[…]] (rows of them in all)
+// in one forward pass, or one session's through its own programs, and
+// copies each session's last logits into its place in out.
+func (m *Model) evalPass(sessions []*Session, tokens [][]int32, reused, pass []int, rows int, out []float32) error {
+	vocab := m.HP.Vocab
+	if len(pass) == 1 {
+		i := pass[0]
+		l, err := sessions[i].run(tokens[i][reused[i]:])
+		if err != nil {
+			return err
+		}
+		copy(out[i*vocab:(i+1)*vocab], l)
+		return nil
+	}
+	// Each session's last token first: the program's logits are those of
+	// its first len(pass) rows. The other rows only fill the caches.
+	toks, seqs, pos := m.rowBuffers(rows)
+	r := len(pass)
+	for j, i := range pass {
+		s, t := sessions[i], tokens[i]
+		toks[j], seqs[j], pos[j] = t[len(t)-1], int32(s.seq), int32(len(t)-1)
+		for p := reused[i]; p < len(t)-1; p++ {
+			toks[r], seqs[r], pos[r] = t[p], int32(s.seq), int32(p)
+			r++
+		}
+	}
+	p, err := m.rowProgram(rows, len(pass))
+	if err != nil {
+		return err
+	}
+	if cap(m.out) < len(pass)*vocab {
+		m.out = make([]float32, len(pass)*vocab)
+	}
+	res := m.out[:len(pass)*vocab]
+	err = p.RunRows(toks, seqs, pos, res)
+	for _, i := range pass {
+		sessions[i].wrote(reused[i], len(tokens[i])-reused[i])
+	}
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	for j, i := range pass {
+		sessions[i].tokens = append(sessions[i].tokens, tokens[i][reused[i]:]...)
+		copy(out[i*vocab:(i+1)*vocab], res[j*vocab:(j+1)*vocab])
+	}
+	return nil
 }
 
 // intact reports whether the rings still hold every position that tokens

@@ -33,3 +33,27 @@ func TestSessionVulkan(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalBatchVulkan runs TestEvalBatch's rounds on the Vulkan engine:
+// row programs that hold several rows of one sequence (a prompt beside
+// other sequences' decode tokens), whose rows attend over keys the same
+// pass stores, on global attention and on tiny-gemma3's rings. The
+// reference prefills with the tiled products and flash attention, the
+// batch with the row programs' kernels: the bound is TestSessionVulkan's.
+func TestEvalBatchVulkan(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ub   int
+	}{{"tiny-qwen3.gguf", 16}, {"tiny-gemma3.gguf", 3}} {
+		t.Run(c.name, func(t *testing.T) {
+			open := func(seqs int) *model.Model {
+				e, err := engine.New(vktest.Open(t), engine.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return loadArch(t, c.name, e, model.Options{Context: 64, UBatch: c.ub, Seqs: seqs})
+			}
+			checkBatches(t, open(4), open(1), c.ub, 3e-3)
+		})
+	}
+}

@@ -228,3 +228,124 @@ func TestStepErrors(t *testing.T) {
 		t.Errorf("Load of 2 sequences on a backend of one: %v", err)
 	}
 }
+
+// batchRound is one EvalBatch: per session of the batch, the tokens it is
+// to hold and how many of them it keeps.
+type batchRound struct {
+	what     string
+	sessions []int
+	tokens   [][]int32
+	reused   []int
+}
+
+// batchRounds: four sequences in ubatches of ub. The prompts arrive
+// together, then sessions decode a token, take a chat turn, diverge from
+// what they hold, and grow past a ubatch (which runs alone), in mixed
+// batches; then all four decode.
+func batchRounds(ub int) []batchRound {
+	p := [][]int32{sessionTokens(5, 1), sessionTokens(9, 2), sessionTokens(2, 3), sessionTokens(13, 4)}
+	turn, other, long := sessionTokens(3, 5), sessionTokens(6, 6), sessionTokens(ub+4, 7)
+	r1 := [][]int32{cat(p[0], []int32{17}), cat(p[1], turn), cat(p[2], []int32{23}), cat(p[3][:11], other)}
+	r2 := [][]int32{cat(r1[0], []int32{29}), cat(r1[2], long), cat(r1[1], []int32{31})}
+	r3 := [][]int32{cat(r2[0], []int32{41}), cat(r2[1], []int32{43}), cat(r2[2], []int32{47}), cat(r1[3], []int32{53})}
+	return []batchRound{
+		{"prompts together", []int{0, 1, 2, 3}, p, []int{0, 0, 0, 0}},
+		{"a decode, a turn, a decode, a divergence", []int{0, 1, 2, 3}, r1, []int{5, 9, 2, 11}},
+		{"a longer prompt between decodes", []int{0, 2, 1}, r2, []int{6, 3, 12}},
+		{"all decode", []int{0, 2, 1, 3}, r3, []int{7, len(r2[1]), 13, 17}},
+	}
+}
+
+// checkBatches runs batchRounds through m.EvalBatch and checks each
+// session's reuse, tokens and last logits against ref (one sequence), a
+// fresh evaluation of the same tokens, to tol of the largest logit.
+func checkBatches(t *testing.T, m, ref *model.Model, ub int, tol float64) {
+	t.Helper()
+	ss, err := m.NewSessions(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range batchRounds(ub) {
+		var batch []*model.Session
+		for _, i := range r.sessions {
+			batch = append(batch, ss[i])
+		}
+		logits, reused, err := m.EvalBatch(batch, r.tokens)
+		if err != nil {
+			t.Fatalf("%s: %v", r.what, err)
+		}
+		if !slices.Equal(reused, r.reused) {
+			t.Errorf("%s: reused %v, want %v", r.what, reused, r.reused)
+		}
+		for j, s := range batch {
+			if !slices.Equal(s.Tokens(), r.tokens[j]) {
+				t.Fatalf("%s: session %d holds %v, want %v", r.what, r.sessions[j], s.Tokens(), r.tokens[j])
+			}
+			want, _, err := ref.NewSession().Eval(r.tokens[j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeLogits(t, fmt.Sprintf("%s: session %d", r.what, r.sessions[j]), logits[j*m.HP.Vocab:(j+1)*m.HP.Vocab], want, tol)
+		}
+	}
+}
+
+// TestEvalBatch: on the CPU backend, prompts, chat turns and decode tokens
+// of several sequences evaluated together in row programs give the logits
+// a fresh evaluation of each sequence gives, on global attention, Q4_K
+// weights, and tiny-gemma3's rings (ubatches of 3: most rounds then run
+// in several passes, and a sequence's rows in one pass read ring slots the
+// same pass writes).
+func TestEvalBatch(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ub   int
+	}{
+		{"tiny-qwen3.gguf", 16},
+		{"tiny-llama31-q4_k_m.gguf", 16},
+		{"tiny-gemma3.gguf", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub, Seqs: 4})
+			ref := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub})
+			checkBatches(t, m, ref, c.ub, 1e-5)
+		})
+	}
+}
+
+// TestEvalBatchErrors: bad batches are refused before anything runs, a
+// context overflow wraps ErrContextFull, and the sessions keep what they
+// held.
+func TestEvalBatchErrors(t *testing.T) {
+	m := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 16, Seqs: 2})
+	ss, err := m.NewSessions(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := sessionTokens(6, 1)
+	if _, _, err := ss[0].Eval(a); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what     string
+		sessions []*model.Session
+		tokens   [][]int32
+		want     string
+	}{
+		{"no sessions", nil, nil, "0 sessions"},
+		{"fewer token lists", ss, [][]int32{a}, "2 sessions and 1 token lists"},
+		{"no tokens", ss, [][]int32{a, nil}, "session 1 has no tokens"},
+		{"one sequence twice", []*model.Session{ss[0], ss[0]}, [][]int32{a, a}, "the same sequence"},
+		{"past the context", ss, [][]int32{a, sessionTokens(17, 2)}, "exceed the context"},
+	} {
+		if _, _, err := m.EvalBatch(c.sessions, c.tokens); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+	if _, _, err := m.EvalBatch(ss, [][]int32{a, sessionTokens(17, 2)}); !errors.Is(err, model.ErrContextFull) {
+		t.Errorf("past the context: %v, want ErrContextFull", err)
+	}
+	if !slices.Equal(ss[0].Tokens(), a) {
+		t.Errorf("a refused batch changed what session 0 holds: %v", ss[0].Tokens())
+	}
+}

@@ -105,8 +105,8 @@ func (b *Backend) Record(n int, build func(backend.Ops)) (backend.Program, error
 
 // RecordRows implements backend.MultiSeq.
 func (b *Backend) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
-	if n > b.cache.Sequences() {
-		return nil, fmt.Errorf("cpu: a program for %d sequences, the cache holds %d", n, b.cache.Sequences())
+	if n > b.cache.MaxRows() {
+		return nil, fmt.Errorf("cpu: a row program of %d rows, at most %d (the cache's sequences or its batch)", n, b.cache.MaxRows())
 	}
 	return b.record(n, true, build)
 }

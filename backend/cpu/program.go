@@ -21,8 +21,8 @@ type step struct {
 type program struct {
 	b *Backend
 	n int
-	// rows: one token of each of n sequences (RecordRows), not n
-	// consecutive tokens of one. Its products compute every row as a
+	// rows: rows of several sequences at their own positions
+	// (RecordRows), not n consecutive tokens of one. Its products compute every row as a
 	// one-token program does (see matmul).
 	rows bool
 	// seqs and pos are Run's rows, all of sequence 0.
@@ -382,11 +382,7 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		p.fail("attention: q %dx%d for %d heads (%d KV) of %d, cache rows of %d", qt.rows, qt.cols, a.Heads, a.KVHeads, a.HeadDim, c.KVDim)
 		return
 	}
-	perSeq := qt.rows // rows of one sequence in the batch
-	if p.rows {
-		perSeq = 1
-	}
-	if err := c.CheckWindow(layer, perSeq, a.Window); err != nil {
+	if err := c.CheckWindow(layer, c.PerSeq(qt.rows, p.rows), a.Window); err != nil {
 		p.fail("attention: %v", err)
 		return
 	}

@@ -167,25 +167,26 @@ func (s *servedModel) ApplyTemplate(msgs []server.Message) (string, error) {
 }
 
 // seqEngine runs the scheduler's sequences on sessions of the model, one
-// per sequence its KV cache holds. Each Eval prefills, one sequence after
-// another, what a session lacks (a new prompt, or on a cache of one
-// sequence the request that takes it over, past their common prefix), then
-// decodes every sequence that needs only its newest token in one forward
-// pass (Model.Step).
+// per sequence its KV cache holds. Each Eval brings every sequence to its
+// tokens in as few forward passes as it can (Model.EvalBatch): the
+// sequences that need only their newest token decode together, and new
+// prompts (or, on a cache of one sequence, the request that takes it
+// over, past their common prefix) prefill beside them.
 type seqEngine struct {
 	m        *model.Model
 	sessions []*model.Session
-	logits   [][]float32 // per sequence: a prefill's logits, owned by the scheduler until the next Eval
-	// passes counts the decoding forward passes, decoded the tokens they
-	// decoded (decoded/passes sequences a pass on average) and decodeNanos
-	// the time they took (the rate llama-batched-bench calls S_TG, without
-	// prompts or sampling). Atomic:
-	// infer loadgen reads them while the scheduler runs.
+	// passes counts the decoding forward passes (those of sequences that
+	// each needed one token), decoded the tokens they decoded
+	// (decoded/passes sequences a pass on average) and decodeNanos the
+	// time they took (the rate llama-batched-bench calls S_TG, without
+	// prompts or sampling). Atomic: infer loadgen reads them while the
+	// scheduler runs.
 	passes, decoded, decodeNanos atomic.Int64
-	// step is the batch of one decoding pass, kept between calls.
-	step []*model.Session
-	toks []int32
-	rows []int // the batch entries of step
+	// prefills counts the other Evals: those that evaluated a prompt.
+	prefills atomic.Int64
+	// batch and toks are the batch of one Eval, kept between calls.
+	batch []*model.Session
+	toks  [][]int32
 }
 
 func newSeqEngine(m *model.Model) (*seqEngine, error) {
@@ -193,49 +194,40 @@ func newSeqEngine(m *model.Model) (*seqEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &seqEngine{m: m, sessions: ss, logits: make([][]float32, len(ss))}
-	for i := range e.logits {
-		e.logits[i] = make([]float32, m.HP.Vocab)
-	}
-	return e, nil
+	return &seqEngine{m: m, sessions: ss}, nil
 }
 
 func (e *seqEngine) Seqs() int { return len(e.sessions) }
 
 func (e *seqEngine) Eval(batch []server.Seq) error {
-	e.step, e.toks, e.rows = e.step[:0], e.toks[:0], e.rows[:0]
-	for i := range batch {
-		q := &batch[i]
-		s := e.sessions[q.Cache]
-		if tok, ok := s.Next(q.Tokens); ok {
-			e.step, e.toks, e.rows = append(e.step, s), append(e.toks, tok), append(e.rows, i)
-			continue
-		}
-		logits, reused, err := s.Eval(q.Tokens)
-		if err != nil {
-			return err
-		}
-		// The model reuses its logits buffer: each sequence gets a copy.
-		q.Logits, q.Reused = e.logits[q.Cache], reused
-		copy(q.Logits, logits)
-	}
-	if len(e.step) == 0 {
+	if len(batch) == 0 {
 		return nil
 	}
+	e.batch, e.toks = e.batch[:0], e.toks[:0]
+	decoding := true
+	for i := range batch {
+		s := e.sessions[batch[i].Cache]
+		if _, ok := s.Next(batch[i].Tokens); !ok {
+			decoding = false
+		}
+		e.batch, e.toks = append(e.batch, s), append(e.toks, batch[i].Tokens)
+	}
 	t0 := time.Now()
-	logits, err := e.m.Step(e.step, e.toks)
+	logits, reused, err := e.m.EvalBatch(e.batch, e.toks)
 	if err != nil {
 		return err
 	}
-	e.decodeNanos.Add(int64(time.Since(t0)))
-	e.passes.Add(1)
-	e.decoded.Add(int64(len(e.step)))
-	// The step is the Eval's last forward pass: its logits stay put until
-	// the next Eval, so each sequence gets its row as it is.
+	if decoding {
+		e.decodeNanos.Add(int64(time.Since(t0)))
+		e.passes.Add(1)
+		e.decoded.Add(int64(len(batch)))
+	} else {
+		e.prefills.Add(1)
+	}
+	// The logits stay put until the next EvalBatch, that is the next Eval.
 	vocab := e.m.HP.Vocab
-	for j, i := range e.rows {
-		q := &batch[i]
-		q.Logits, q.Reused = logits[j*vocab:(j+1)*vocab], len(q.Tokens)-1
+	for i := range batch {
+		batch[i].Logits, batch[i].Reused = logits[i*vocab:(i+1)*vocab], reused[i]
 	}
 	return nil
 }

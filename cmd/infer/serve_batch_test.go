@@ -113,6 +113,7 @@ func testServeBatched(t *testing.T, be backend.Backend) {
 	}
 	eng.passes.Store(0)
 	eng.decoded.Store(0)
+	eng.prefills.Store(0)
 	gm.prompts.Store(0)
 	together := make([]string, streams)
 	var wg sync.WaitGroup
@@ -133,8 +134,15 @@ func testServeBatched(t *testing.T, be backend.Backend) {
 			t.Errorf("stream %d: %q together, %q alone", i, together[i], alone[i])
 		}
 	}
-	if want := int64(streams * (tokens - 1)); eng.decoded.Load() != want || eng.passes.Load() > tokens+2 {
-		t.Errorf("together: %d tokens decoded in %d passes, want %d in about %d", eng.decoded.Load(), eng.passes.Load(), want, tokens-1)
+	// A token decoded in the pass that prefills a later stream's prompt
+	// counts as prefill, not as decoding (seqEngine.passes).
+	if want, d := int64(streams*(tokens-1)), eng.decoded.Load(); d > want || d < want-streams || eng.passes.Load() > tokens+2 {
+		t.Errorf("together: %d tokens decoded in %d passes, want %d (less those beside prompts) in about %d", d, eng.passes.Load(), want, tokens-1)
+	}
+	// The first prompt may reach an Eval (which waits at the gate) before
+	// the others queue; those prefill together in the next.
+	if p := eng.prefills.Load(); p > 2 {
+		t.Errorf("together: the prompts prefilled in %d Evals, want at most 2", p)
 	}
 	t.Logf("together: %d tokens decoded in %d passes", eng.decoded.Load(), eng.passes.Load())
 }

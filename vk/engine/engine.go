@@ -392,8 +392,8 @@ func (e *Engine) record(n int, rows bool, build func(backend.Ops)) (backend.Prog
 	return p, nil
 }
 
-// checkRecord validates a recording of n rows (one token of each of n
-// sequences with rows) over cache c, ready once InitCache has run: the
+// checkRecord validates a recording of n rows (with rows, of sequences at
+// their own positions) over cache c, ready once InitCache has run: the
 // engine's and the plan's alike.
 func checkRecord(n int, rows bool, c backend.Cache, ready bool) error {
 	switch {
@@ -401,8 +401,8 @@ func checkRecord(n int, rows bool, c backend.Cache, ready bool) error {
 		return fmt.Errorf("vulkan: batch of %d tokens", n)
 	case !ready:
 		return fmt.Errorf("vulkan: Record before InitCache")
-	case rows && n > c.Sequences():
-		return fmt.Errorf("vulkan: a program for %d sequences, the cache holds %d", n, c.Sequences())
+	case rows && n > c.MaxRows():
+		return fmt.Errorf("vulkan: a row program of %d rows, at most %d (the cache's sequences or its batch)", n, c.MaxRows())
 	}
 	return nil
 }

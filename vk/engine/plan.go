@@ -368,11 +368,7 @@ func (o *planOps) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		o.fail(fmt.Errorf("attention: layer %d of %d", layer, c.Layers))
 		return
 	}
-	perSeq := o.n // program.Attend's
-	if o.rows {
-		perSeq = 1
-	}
-	if err := c.CheckWindow(layer, perSeq, a.Window); err != nil {
+	if err := c.CheckWindow(layer, c.PerSeq(o.n, o.rows), a.Window); err != nil { // program.Attend's
 		o.fail(fmt.Errorf("attention: %w", err))
 		return
 	}

@@ -31,7 +31,7 @@ type program struct {
 	e   *Engine
 	n   int
 	seq *vk.Sequence
-	// rows: the n rows are one token each of distinct sequences
+	// rows: the n rows are tokens of sequences at their own positions
 	// (RecordRows), and the kernels that place them read the step
 	// buffer as a (position, sequence) pair per row
 	// (kernels.AppendRowTable);
@@ -478,11 +478,7 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 	// A sliding layer's cache is a ring of Slots(layer) positions, which
 	// the kernels address as StoreKV wrote it: position k in row k mod
 	// slots (a global layer's slots are the context, where k mod slots is k).
-	perSeq := p.n // the batch's rows of one sequence
-	if p.rows {
-		perSeq = 1
-	}
-	if err := c.CheckWindow(layer, perSeq, a.Window); err != nil {
+	if err := c.CheckWindow(layer, c.PerSeq(p.n, p.rows), a.Window); err != nil {
 		p.fail(fmt.Errorf("attention: %w", err))
 		return
 	}
