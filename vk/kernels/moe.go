@@ -66,17 +66,17 @@ type RouterNorm struct {
 // ids and weights as Route writes them. With norm, x is the residual and
 // h its RMS norm, which the kernel computes; else x is h.
 func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, norm *RouterNorm, rows, experts, K, topK int, renorm bool) error {
-	if err := positive("router", rows, experts, topK, K); err != nil {
-		return err
+	// Each array's extents: logits, ids and weights, the matrix, the activations.
+	for _, dims := range [][]int{{rows, experts}, {rows, topK}, {experts, K}, {rows, K}} {
+		if err := positive("router", dims...); err != nil {
+			return err
+		}
 	}
 	if topK > experts || experts > MaxExperts {
 		return fmt.Errorf("kernels: router: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
 	}
 	if K%4 != 0 {
 		return fmt.Errorf("kernels: router: rows of %d values: want a multiple of 4", K)
-	}
-	if err := positive("router", experts, K); err != nil { // weight indices
-		return err
 	}
 	if err := vec4Aligned("router", w, x); err != nil {
 		return err
