@@ -338,10 +338,21 @@ func (m *Model) evalPass(sessions []*Session, tokens [][]int32, reused, pass []i
 	if err != nil {
 		return err
 	}
-	if cap(m.out) < len(pass)*vocab {
-		m.out = make([]float32, len(pass)*vocab)
+	// Sessions that follow one another in out take the logits in place: a
+	// step of 16 sequences of a 128k vocabulary is 8 MB to copy otherwise.
+	first, inPlace := pass[0], true
+	for j, i := range pass {
+		inPlace = inPlace && i == first+j
 	}
-	res := m.out[:len(pass)*vocab]
+	var res []float32
+	if inPlace {
+		res = out[first*vocab : (first+len(pass))*vocab]
+	} else {
+		if cap(m.out) < len(pass)*vocab {
+			m.out = make([]float32, len(pass)*vocab)
+		}
+		res = m.out[:len(pass)*vocab]
+	}
 	err = p.RunRows(toks, seqs, pos, res)
 	for _, i := range pass {
 		sessions[i].wrote(reused[i], len(tokens[i])-reused[i])
@@ -351,7 +362,9 @@ func (m *Model) evalPass(sessions []*Session, tokens [][]int32, reused, pass []i
 	}
 	for j, i := range pass {
 		sessions[i].tokens = append(sessions[i].tokens, tokens[i][reused[i]:]...)
-		copy(out[i*vocab:(i+1)*vocab], res[j*vocab:(j+1)*vocab])
+		if !inPlace {
+			copy(out[i*vocab:(i+1)*vocab], res[j*vocab:(j+1)*vocab])
+		}
 	}
 	return nil
 }
