@@ -416,11 +416,13 @@ func BenchmarkMatVecBatch(b *testing.B) {
 			if HasQ8(qt) && k.info.IntegerDot {
 				shapes := []MatVecShape{k.MatVecQ8For(rows, K)}
 				if *sweep {
-					for _, r := range []int{4, 8, 16} {
-						for _, lanes := range []int{64, 128} {
+					for _, r := range []int{1, 4, 8, 16} {
+						for _, lanes := range []int{32, 64, 128} {
 							shapes = append(shapes, MatVecShape{Lanes: lanes, Rows: r, Unroll: 1})
 						}
 					}
+					shapes = append(shapes, MatVecShape{Lanes: 32, Rows: 2, Unroll: 2}, MatVecShape{Lanes: 64, Rows: 2, Unroll: 1},
+						MatVecShape{Lanes: 32, Rows: 1, Unroll: 2})
 				}
 				for _, sh := range shapes {
 					vs = append(vs, variant{"matvec_q8/" + sh.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
