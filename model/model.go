@@ -37,11 +37,11 @@ type Model struct {
 	programs map[programKey]backend.Program
 	// used and uses order the mixed-batch row programs by last use
 	// (rowProgram).
-	used map[programKey]int
-	uses int
-	out      []float32
-	discard  []float32
-	owner    []*Session // per sequence, the session whose tokens it holds
+	used    map[programKey]int
+	uses    int
+	out     []float32
+	discard []float32
+	owner   []*Session // per sequence, the session whose tokens it holds
 	// rowToks, rowSeqs and rowPos are a RunRows call's tokens, sequences
 	// and positions; batchOut and reused EvalBatch's results.
 	rowToks, rowSeqs, rowPos []int32

@@ -105,6 +105,18 @@ func decodeAlone(t *testing.T, ref *model.Model, p stepPlan) [][][]float32 {
 	return want
 }
 
+// rowCases are the models and ubatches the row-program tests run on:
+// global attention with F32 and Q4_K weights, and tiny-gemma3's rings of
+// 10 slots (ubatches of 3).
+var rowCases = []struct {
+	name string
+	ub   int
+}{
+	{"tiny-qwen3.gguf", 16},
+	{"tiny-llama31-q4_k_m.gguf", 16},
+	{"tiny-gemma3.gguf", 3},
+}
+
 // TestStepMatchesAlone: on the CPU backend, sequences decoded together in
 // one forward pass, each at its own position in its own region of the
 // cache, give exactly the logits each gives decoded alone (a row program
@@ -112,14 +124,7 @@ func decodeAlone(t *testing.T, ref *model.Model, p stepPlan) [][][]float32 {
 // leave; on global attention, F32 and Q4_K weights, and sliding-window
 // rings past a wrap.
 func TestStepMatchesAlone(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		ub   int
-	}{
-		{"tiny-qwen3.gguf", 16},
-		{"tiny-llama31-q4_k_m.gguf", 16},
-		{"tiny-gemma3.gguf", 3},
-	} {
+	for _, c := range rowCases {
 		t.Run(c.name, func(t *testing.T) {
 			p := awkwardPlan()
 			m := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub, Seqs: 4})
@@ -297,14 +302,7 @@ func checkBatches(t *testing.T, m, ref *model.Model, ub int, tol float64) {
 // in several passes, and a sequence's rows in one pass read ring slots the
 // same pass writes).
 func TestEvalBatch(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		ub   int
-	}{
-		{"tiny-qwen3.gguf", 16},
-		{"tiny-llama31-q4_k_m.gguf", 16},
-		{"tiny-gemma3.gguf", 3},
-	} {
+	for _, c := range rowCases {
 		t.Run(c.name, func(t *testing.T) {
 			m := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub, Seqs: 4})
 			ref := loadArch(t, c.name, cpu.New(2), model.Options{Context: 64, UBatch: c.ub})
