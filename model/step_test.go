@@ -347,3 +347,32 @@ func TestEvalBatchErrors(t *testing.T) {
 		t.Errorf("a refused batch changed what session 0 holds: %v", ss[0].Tokens())
 	}
 }
+
+// TestEvalBatchPrograms: mixed batches of more shapes than the model keeps
+// programs for (maxMixed, 4) each give a fresh evaluation's logits, the
+// first shape again after its program was closed and recorded anew
+// included.
+func TestEvalBatchPrograms(t *testing.T) {
+	m := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 64, UBatch: 16, Seqs: 2})
+	ref := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 64, UBatch: 16})
+	ss, err := m.NewSessions(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shape k: a prompt of k+2 tokens beside another of 3, a pass of k+5
+	// rows with 2 rows of logits; shape 0 comes back last.
+	for i, k := range []int{0, 1, 2, 3, 4, 5, 0} {
+		toks := [][]int32{sessionTokens(k+2, 10+i), sessionTokens(3, 20+i)}
+		logits, _, err := m.EvalBatch(ss, toks)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		for j := range ss {
+			want, _, err := ref.NewSession().Eval(toks[j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeLogits(t, fmt.Sprintf("batch %d, session %d", i, j), logits[j*m.HP.Vocab:(j+1)*m.HP.Vocab], want, 1e-5)
+		}
+	}
+}
