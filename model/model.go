@@ -286,8 +286,18 @@ func (m *Model) rowProgram(n, out int) (backend.Program, error) {
 	return p, nil
 }
 
-// maxMixed is how many mixed-batch row programs the model keeps.
-const maxMixed = 4
+// maxMixed is how many mixed-batch row programs the model keeps: each
+// holds the activations of up to UBatch rows, as a prefill program does.
+const maxMixed = 2
+
+// dropMixed closes every mixed-batch program.
+func (m *Model) dropMixed() {
+	for k := range m.used {
+		m.programs[k].Close()
+		delete(m.programs, k)
+		delete(m.used, k)
+	}
+}
 
 // evictMixed closes the least recently used mixed-batch program when
 // maxMixed are kept.

@@ -336,7 +336,16 @@ func (m *Model) evalPass(sessions []*Session, tokens [][]int32, reused, pass []i
 	}
 	p, err := m.rowProgram(rows, len(pass))
 	if err != nil {
-		return err
+		// Most likely the device's memory: a mixed batch's program is as
+		// large as a prefill's. Nothing ran, so the sessions prefill one
+		// by one instead, after the kept mixed programs are freed.
+		m.dropMixed()
+		for _, i := range pass {
+			if err := m.evalPass(sessions, tokens, reused, []int{i}, len(tokens[i])-reused[i], out); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	// Sessions that follow one another in out take the logits in place: a
 	// step of 16 sequences of a 128k vocabulary is 8 MB to copy otherwise.

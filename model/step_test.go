@@ -349,7 +349,7 @@ func TestEvalBatchErrors(t *testing.T) {
 }
 
 // TestEvalBatchPrograms: mixed batches of more shapes than the model keeps
-// programs for (maxMixed, 4) each give a fresh evaluation's logits, the
+// programs for (maxMixed, 2) each give a fresh evaluation's logits, the
 // first shape again after its program was closed and recorded anew
 // included.
 func TestEvalBatchPrograms(t *testing.T) {
@@ -375,4 +375,24 @@ func TestEvalBatchPrograms(t *testing.T) {
 			closeLogits(t, fmt.Sprintf("batch %d, session %d", i, j), logits[j*m.HP.Vocab:(j+1)*m.HP.Vocab], want, 1e-5)
 		}
 	}
+}
+
+// fewRows is a CPU backend whose row programs of more than 4 rows fail to
+// record, as a device short of memory would fail them.
+type fewRows struct{ *cpu.Backend }
+
+func (b fewRows) RecordRows(n int, build func(backend.Ops)) (backend.Program, error) {
+	if n > 4 {
+		return nil, fmt.Errorf("a row program of %d rows: out of device memory", n)
+	}
+	return b.Backend.RecordRows(n, build)
+}
+
+// TestEvalBatchFallback: when a mixed batch's program cannot be recorded,
+// EvalBatch prefills the sessions one by one instead, with the same
+// results.
+func TestEvalBatchFallback(t *testing.T) {
+	m := loadArch(t, "tiny-qwen3.gguf", fewRows{cpu.New(2)}, model.Options{Context: 64, UBatch: 16, Seqs: 4})
+	ref := loadArch(t, "tiny-qwen3.gguf", cpu.New(2), model.Options{Context: 64, UBatch: 16})
+	checkBatches(t, m, ref, 16, 1e-5)
 }
