@@ -52,6 +52,22 @@ layout(constant_id = 8) const uint CM_M = 16;
 layout(constant_id = 9) const uint CM_N = 16;
 layout(constant_id = 10) const uint CM_K = 16;
 layout(constant_id = 11) const uint SGV = 32; // invocations per subgroup (emulation)
+// With COOP_SPLIT (matmul_coopmat_split.comp and its emulation; plain f16
+// products only), workgroup z of the dispatch takes the z-th of KSPLIT
+// runs of whole BK steps of K and writes its partial product to dst rows
+// z·N … (split_sum.comp adds them): a narrow batch has too few tiles to
+// keep the device busy, each walking all of K. The other builds have
+// KSPLIT 1 folded in, so prefill's pipelines are what they were.
+#ifdef COOP_SPLIT
+layout(constant_id = 12) const uint KSPLIT = 1;
+#define K_BEG kBeg
+#define K_END kEnd
+#define DST_ROW(n) (gl_WorkGroupID.z * pc.N + DROW(n))
+#else
+#define K_BEG 0u
+#define K_END pc.K
+#define DST_ROW(n) DROW(n)
+#endif
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
@@ -222,15 +238,21 @@ void main() {
     [[unroll]] for (uint f = 0u; f < FM * FN; f++) {
         CM_ZERO(acc[f]);
     }
+#ifdef COOP_SPLIT
+    // This workgroup's run of K: whole steps, the last run ending at K.
+    const uint kRun = (pc.K + KSPLIT * BK - 1u) / (KSPLIT * BK) * BK;
+    const uint kBeg = gl_WorkGroupID.z * kRun;
+    const uint kEnd = min(pc.K, kBeg + kRun);
+#endif
 #ifdef COOP_INT8
     zeroA();
 #else
     if (PREFETCH) {
-        fetchA(m0, 0u);
+        fetchA(m0, K_BEG);
     }
 #endif
-    fetchB(n0, 0u);
-    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+    fetchB(n0, K_BEG);
+    for (uint k0 = K_BEG; k0 < K_END; k0 += BK) {
         barrier(); // the previous step's readers of shA and shB are done
 #ifdef COOP_INT8
         loadA(m0, k0);
@@ -292,7 +314,7 @@ void main() {
 #ifdef COOP_INT8
                 dst[DROW(n) * pc.M + m] = shC[it]; // scaled as it accumulated
 #else
-                dst[DROW(n) * pc.M + m] = shC[it] * xs[pc.N * pc.K / 2u + XROW(n)];
+                dst[DST_ROW(n) * pc.M + m] = shC[it] * xs[pc.N * pc.K / 2u + XROW(n)];
 #endif
             }
         }

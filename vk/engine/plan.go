@@ -239,8 +239,12 @@ func (o *planOps) matMul(d, m, a *tensor) {
 		o.add(fmt.Sprintf("matmul_coopmat_i8 %s %s", matrix(m), tile), 0, k.MatMulCoopInt8Spec(m.typ, tile))
 	case k.UseCoop(m.typ, a.rows, a.cols):
 		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
-		ps, kernel, shape := k.CoopProductSpec(m.typ, a.rows, m.rows, m.cols)
-		o.add(fmt.Sprintf("%s %s %s", kernel, matrix(m), shape), 0, ps)
+		if k.UseMatVecCoop(m.typ, a.rows, a.cols) {
+			ps, kernel, shape := k.CoopProductSpec(m.typ, a.rows, m.rows, m.cols)
+			o.add(fmt.Sprintf("%s %s %s", kernel, matrix(m), shape), 0, ps)
+			break
+		}
+		o.coopTiles(m, a, false)
 	case k.UseQ8(m.typ):
 		o.productQ8(d, m, a, false)
 	case k.MatVecTakes(a.rows):
@@ -249,6 +253,34 @@ func (o *planOps) matMul(d, m, a *tensor) {
 		o.add(fmt.Sprintf("matmul %s %s", matrix(m), k.TileFor(m.typ)), 0, k.ProductSpec(m.typ, a.rows))
 	}
 	o.wrote(d)
+}
+
+// coopTiles lists matmul_coopmat's product of m and a: whole, or with K
+// in parts and their sum (plus the residual with resid), as
+// program.productCoop records it.
+func (o *planOps) coopTiles(m, a *tensor, resid bool) {
+	k := o.pl.e.k
+	tile, splits := k.CoopSplitFor(m.typ, a.rows, m.rows, m.cols)
+	if splits == 1 {
+		o.add(fmt.Sprintf("matmul_coopmat %s %s", matrix(m), tile), 0, k.MatMulCoopSpec(m.typ, tile))
+		return
+	}
+	o.add(fmt.Sprintf("matmul_coopmat %s %s k/%d", matrix(m), tile, splits), 0, k.MatMulCoopSplitSpec(m.typ, tile, splits))
+	name := "split_sum"
+	if resid {
+		name += " +residual"
+	}
+	o.add(name, 0, k.SplitSumSpec(resid))
+}
+
+// splitAdds is program.splitAdds.
+func (o *planOps) splitAdds(m, a *tensor) bool {
+	k := o.pl.e.k
+	if !k.UseCoop(m.typ, a.rows, a.cols) || k.UseCoopInt8(m.typ, a.rows, a.cols) {
+		return false
+	}
+	_, splits := k.CoopSplitFor(m.typ, a.rows, m.rows, m.cols)
+	return splits > 1
 }
 
 func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
@@ -260,6 +292,9 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
 		sh := k.MatVecCoopFor(m.typ, a.rows, m.rows, m.cols)
 		o.add(fmt.Sprintf("matvec_coopmat %s %s +residual", matrix(m), sh), 0, k.MatVecCoopSpec(m.typ, sh, true))
+	case o.splitAdds(m, a):
+		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		o.coopTiles(m, a, true)
 	case !k.MatVecTakes(a.rows):
 		if o.prod == nil || o.prod.rows != d.rows || o.prod.cols != d.cols {
 			o.prod = act(o.Tensor(d.rows, d.cols))

@@ -50,6 +50,9 @@ type program struct {
 	tokBuf, stepBuf []byte
 	// faScratch holds flash attention's split-k partials.
 	faScratch *vk.Buffer
+	// splitPart holds the partial products of matmul_coopmat with K in
+	// parts (productCoop), shared by every such product of the program.
+	splitPart *vk.Buffer
 	// prod holds MatMulAdd's product where it is not fused.
 	prod *tensor
 	// q8 holds the 8-bit copies of activations (kernels.QuantizeQ8) that
@@ -255,7 +258,7 @@ func (p *program) matMul(d, m, a *tensor) {
 func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 	p.flush()
 	d, m, a, res := act(dst), act(w), act(x), act(r)
-	if p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
+	if p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) || p.splitAdds(m, a) {
 		p.productCoop(d, m, a, res)
 		return
 	}
@@ -335,15 +338,58 @@ func (p *program) productCoop(d, m, a, r *tensor) {
 		return
 	}
 	p.refresh(c, a, p.e.k.QuantizeF16)
-	if r != nil {
+	if r != nil && p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
 		p.op(bindings(m.b, c.b, r.b), bindings(d.b), func() error {
 			return p.e.k.MatVecCoopAdd(p.seq, d.b, m.b, c.b, r.b, m.typ, a.rows, m.rows, m.cols)
 		})
 		return
 	}
-	p.op(bindings(m.b, c.b), bindings(d.b), func() error {
-		return p.e.k.CoopProduct(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols)
+	if p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
+		p.op(bindings(m.b, c.b), bindings(d.b), func() error {
+			return p.e.k.CoopProduct(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols)
+		})
+		return
+	}
+	tile, splits := p.e.k.CoopSplitFor(m.typ, a.rows, m.rows, m.cols)
+	if splits == 1 {
+		p.op(bindings(m.b, c.b), bindings(d.b), func() error {
+			return p.e.k.MatMulCoop(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, tile)
+		})
+		return
+	}
+	// K in parts, each a partial product, then their sum (with the
+	// residual, for MatMulAdd).
+	size := 4 * int64(splits) * int64(a.rows) * int64(m.rows)
+	if p.splitPart == nil || p.splitPart.Size() < size {
+		var err error
+		if p.splitPart, err = p.buffer(size, false); err != nil {
+			p.fail(err)
+			return
+		}
+	}
+	part := vk.Binding{Buf: p.splitPart, Size: size}
+	p.op(bindings(m.b, c.b), bindings(part), func() error {
+		return p.e.k.MatMulCoopSplit(p.seq, part, m.b, c.b, m.typ, a.rows, m.rows, m.cols, tile, splits)
 	})
+	reads := bindings(part)
+	var rb *vk.Binding
+	if r != nil {
+		reads, rb = append(reads, r.b), &r.b
+	}
+	p.op(reads, bindings(d.b), func() error {
+		return p.e.k.SplitSum(p.seq, d.b, part, rb, a.rows*m.rows, splits)
+	})
+}
+
+// splitAdds says whether the product of m and a runs on matmul_coopmat
+// with K in parts, whose sum adds a residual as it writes.
+func (p *program) splitAdds(m, a *tensor) bool {
+	k := p.e.k
+	if !k.UseCoop(m.typ, a.rows, a.cols) || k.UseCoopInt8(m.typ, a.rows, a.cols) {
+		return false
+	}
+	_, splits := k.CoopSplitFor(m.typ, a.rows, m.rows, m.cols)
+	return splits > 1
 }
 
 // q8Out returns the 8-bit copy a kernel writing activation t should fill

@@ -405,6 +405,10 @@ func BenchmarkMatVecBatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		part, err := benchDev.NewBuffer(f32(16*n*rows), false)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, n := range ns {
 			type variant struct {
 				name string
@@ -441,6 +445,22 @@ func BenchmarkMatVecBatch(b *testing.B) {
 				vs = append(vs, variant{"coopmat/" + tile.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
 					return kc.MatMulCoop(s, dst, w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile)
 				}})
+				// K cut into splits runs, the partials added by split_sum.
+				for _, tile := range []CoopTile{narrowCoopTiles[0], {BM: 64, BN: 16, WM: 16, WN: 16, BK: 64, KC: 64},
+					{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 64}, {BM: 128, BN: 16, WM: 32, WN: 16, BK: 64, KC: 64}} {
+					if kc.CheckCoopTile(tile, qt) != nil {
+						continue
+					}
+					for _, splits := range []int{2, 4, 8, 16} {
+						vs = append(vs, variant{fmt.Sprintf("coopsplit/%s/s%d", tile, splits), func(s *vk.Sequence, w, dst vk.Binding) error {
+							if err := kc.MatMulCoopSplit(s, whole(part), w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile, splits); err != nil {
+								return err
+							}
+							s.Barrier()
+							return kc.SplitSum(s, dst, whole(part), nil, n*rows, splits)
+						}})
+					}
+				}
 				shapes := []MatVecCoopShape{kc.MatVecCoopFor(qt, n, rows, K)}
 				if *sweep {
 					for _, split := range []int{1, 2, 4, 8} {
@@ -473,5 +493,6 @@ func BenchmarkMatVecBatch(b *testing.B) {
 		}
 		x.Free()
 		dst.Free()
+		part.Free()
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/shaders"
 	"github.com/vkinfer/vkinfer/vk"
 )
 
@@ -359,4 +360,114 @@ func CoopDevice(info vk.DeviceInfo) coopmat.Device {
 			Saturating: s.Saturating, Scope: s.Scope})
 	}
 	return d
+}
+
+// MaxCoopSplits is the most parts MatMulCoopSplit cuts K into.
+const MaxCoopSplits = 32
+
+// MatMulCoopSplit records matmul_coopmat with K cut into splits runs of
+// whole tile steps, each run a workgroup of its own along z: part gets
+// splits partial products of n x rows values, one after another, which
+// SplitSum adds. A batch of a few columns has few tiles, each walking all
+// of K; the splits give the device more of them.
+func (k *Kernels) MatMulCoopSplit(s *vk.Sequence, part, w, xh vk.Binding, t quant.Type, n, rows, K int, tile CoopTile, splits int) error {
+	if splits < 1 || splits > MaxCoopSplits {
+		return fmt.Errorf("kernels: matmul_coopmat: %d splits of K (want 1 to %d)", splits, MaxCoopSplits)
+	}
+	if err := k.coopReady("matmul_coopmat", t); err != nil {
+		return err
+	}
+	if K%8 != 0 {
+		return fmt.Errorf("kernels: matmul_coopmat: rows of %d values: need a multiple of 8", K)
+	}
+	rb, err := checkMatrix("matmul_coopmat", vk.Binding{Buf: part.Buf, Off: part.Off, Size: part.Size / int64(splits)}, w, xh, F16Bytes(n, K), t, n, rows, K)
+	if err != nil {
+		return err
+	}
+	if err := need("matmul_coopmat partials", part, f32(splits*n*rows)); err != nil {
+		return err
+	}
+	if err := k.CheckCoopTile(tile, t); err != nil {
+		return err
+	}
+	if err := coopAligned("matmul_coopmat", w, xh); err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.MatMulCoopSplitSpec(t, tile, splits))
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
+	s.Dispatch(p, []vk.Binding{part, w, xh}, vk.Push(uint32(rows), uint32(n), uint32(K), uint32(rb)),
+		uint32(ceil(rows, tile.BM)), uint32(ceil(n, tile.BN)), uint32(splits))
+	return nil
+}
+
+// SplitSum records dst = the sum of the splits partials of n values in
+// part (in order), plus r where it is not nil (dst may be r).
+func (k *Kernels) SplitSum(s *vk.Sequence, dst, part vk.Binding, r *vk.Binding, n, splits int) error {
+	if err := positive("split_sum", n, splits); err != nil {
+		return err
+	}
+	if err := need("split_sum dst", dst, f32(n)); err != nil {
+		return err
+	}
+	if err := need("split_sum partials", part, f32(splits*n)); err != nil {
+		return err
+	}
+	res, err := k.unusedInput()
+	if r != nil {
+		if err = need("split_sum residual", *r, f32(n)); err != nil {
+			return err
+		}
+		res = *r
+	} else if err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.SplitSumSpec(r != nil))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(ceil(n, 256))
+	s.Dispatch(p, []vk.Binding{dst, part, res}, vk.Push(uint32(n), uint32(splits)), gx, gy, 1)
+	return nil
+}
+
+// MatMulCoopSplitSpec is the pipeline of MatMulCoopSplit.
+// It is matmul_coopmat_split, the build with KSPLIT as a constant
+// (id 12), so that prefill's pipelines stay those of matmul_coopmat.
+func (k *Kernels) MatMulCoopSplitSpec(t quant.Type, tile CoopTile, splits int) vk.PipelineSpec {
+	ps := k.MatMulCoopSpec(t, tile)
+	ps.Name += "_split"
+	if k.CoopEmulated {
+		ps.Name = "matmul_coopmat_split_emu"
+	}
+	ps.SPIRV = shaders.SPIRV(ps.Name)
+	ps.Spec = append(ps.Spec, uint32(splits))
+	return ps
+}
+
+// SplitSumSpec is the pipeline of SplitSum, with the residual or not.
+func (k *Kernels) SplitSumSpec(residual bool) vk.PipelineSpec {
+	return spec("split_sum", 3, 8, 0, b32(residual))
+}
+
+// CoopSplitFor is the tile of a product of n columns on matmul_coopmat
+// (CoopTileForShape) and the parts to cut K into: 1 where the tiles
+// already number at least 1.5 per compute unit (prefill), else the fewest
+// powers of two that reach it, up to 16 and at least two steps a part.
+// Narrow batches on few rows have few tiles: 4096×14336 Q4_K at 64
+// columns took 501 µs on the H200 in 64 tiles, 112 µs in 4 parts each
+// (docs/KERNELS.md).
+func (k *Kernels) CoopSplitFor(t quant.Type, n, rows, K int) (CoopTile, int) {
+	tile := k.CoopTileForShape(t, rows, n)
+	cus := k.info.ComputeUnits
+	if cus == 0 {
+		cus = 32
+	}
+	tiles, splits := ceil(rows, tile.BM)*ceil(n, tile.BN), 1
+	for 2*tiles*splits < 3*cus && splits < 16 && K >= 2*tile.BK*2*splits {
+		splits *= 2
+	}
+	return tile, splits
 }

@@ -477,3 +477,36 @@ func TestMatMulCoopInt8Rejects(t *testing.T) {
 		{"activations off 16 bytes", k.MatMulCoopInt8(s, bind, bind, vk.Binding{Buf: b, Off: 4}, quant.Q4_K, 9, 16, 256, tile)},
 	})
 }
+
+// TestMatMulCoopSplit: matmul_coopmat with K cut into runs of whole steps,
+// the partials added by split_sum, for several split counts (more splits
+// than steps included: the runs past K add zeros) and tiles, against the
+// float64 product.
+func TestMatMulCoopSplit(t *testing.T) {
+	for name, k := range coopKernels(t, coopmat.Shape{}) {
+		t.Run(name, func(t *testing.T) {
+			for i, c := range []struct {
+				qt     quant.Type
+				c      matCase
+				tile   CoopTile
+				splits int
+			}{
+				{quant.Q4_K, matCase{rows: 40, K: 768, n: 17}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 64}, 4},
+				{quant.Q6_K, matCase{rows: 130, K: 768, n: 9}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 32, BK: 128, KC: 64}, 3},
+				{quant.Q4_K, matCase{rows: 257, K: 512, n: 33}, CoopTile{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64}, 16},
+				{quant.Q8_0, matCase{rows: 20, K: 96, n: 5}, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 32, KC: 32}, 2},
+			} {
+				t.Run(fmt.Sprintf("%d/%s/%dx%d/n%d/s%d", i, c.qt, c.c.rows, c.c.K, c.c.n, c.splits), func(t *testing.T) {
+					part := buffer(t, f32(c.splits*c.c.n*c.c.rows), nil)
+					testF16Product(t, k, c.qt, c.c, 1, F16Bytes(c.c.n, c.c.K), false, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
+						if err := k.MatMulCoopSplit(s, whole(part), w, xh, c.qt, c.c.n, c.c.rows, c.c.K, c.tile, c.splits); err != nil {
+							return err
+						}
+						s.Barrier()
+						return k.SplitSum(s, dst, whole(part), nil, c.c.n*c.c.rows, c.splits)
+					})
+				})
+			}
+		})
+	}
+}
