@@ -453,14 +453,19 @@ func (k *Kernels) SplitSumSpec(residual bool) vk.PipelineSpec {
 }
 
 // CoopSplitFor is the tile of a product of n columns on matmul_coopmat
-// (CoopTileForShape) and the parts to cut K into: 1 where the tiles
-// already number at least 1.5 per compute unit (prefill), else the fewest
-// powers of two that reach it, up to 16 and at least two steps a part.
-// Narrow batches on few rows have few tiles: 4096×14336 Q4_K at 64
-// columns took 501 µs on the H200 in 64 tiles, 112 µs in 4 parts each
-// (docs/KERNELS.md).
+// (CoopTileForShape) and the parts to cut K into: for a narrow batch (at
+// most NarrowCoopCols columns) whose tiles number fewer than 1.5 per
+// compute unit, the fewest powers of two that reach it, up to 16 and at
+// least two steps a part; else 1. Narrow batches on few rows have few
+// tiles: 4096×14336 Q4_K at 64 columns took 501 µs on the H200 in 64
+// tiles, 112 µs in 4 parts each (docs/KERNELS.md). Prefill's partial
+// products would be large: its k and v projections in parts cost pp512
+// 2 % there.
 func (k *Kernels) CoopSplitFor(t quant.Type, n, rows, K int) (CoopTile, int) {
 	tile := k.CoopTileForShape(t, rows, n)
+	if n > NarrowCoopCols {
+		return tile, 1
+	}
 	cus := k.info.ComputeUnits
 	if cus == 0 {
 		cus = 32
