@@ -445,20 +445,29 @@ func BenchmarkMatVecBatch(b *testing.B) {
 				vs = append(vs, variant{"coopmat/" + tile.String(), func(s *vk.Sequence, w, dst vk.Binding) error {
 					return kc.MatMulCoop(s, dst, w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile)
 				}})
-				// K cut into splits runs, the partials added by split_sum.
-				for _, tile := range []CoopTile{narrowCoopTiles[0], {BM: 64, BN: 16, WM: 16, WN: 16, BK: 64, KC: 64},
-					{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 64}, {BM: 128, BN: 16, WM: 32, WN: 16, BK: 64, KC: 64}} {
-					if kc.CheckCoopTile(tile, qt) != nil {
-						continue
+				// The engine's choice (CoopSplitFor), then K cut into splits
+				// runs of other tiles, the partials added by split_sum.
+				parts := func(tile CoopTile, splits int) func(s *vk.Sequence, w, dst vk.Binding) error {
+					return func(s *vk.Sequence, w, dst vk.Binding) error {
+						if err := kc.MatMulCoopSplit(s, whole(part), w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile, splits); err != nil {
+							return err
+						}
+						s.Barrier()
+						return kc.SplitSum(s, dst, whole(part), nil, n*rows, splits)
 					}
-					for _, splits := range []int{2, 4, 8, 16} {
-						vs = append(vs, variant{fmt.Sprintf("coopsplit/%s/s%d", tile, splits), func(s *vk.Sequence, w, dst vk.Binding) error {
-							if err := kc.MatMulCoopSplit(s, whole(part), w, vk.Binding{Buf: x, Size: F16Bytes(n, K)}, qt, n, rows, K, tile, splits); err != nil {
-								return err
-							}
-							s.Barrier()
-							return kc.SplitSum(s, dst, whole(part), nil, n*rows, splits)
-						}})
+				}
+				if ptile, psplits := kc.CoopSplitFor(qt, n, rows, K); psplits > 1 {
+					vs = append(vs, variant{fmt.Sprintf("coop_engine/%s/s%d", ptile, psplits), parts(ptile, psplits)})
+				}
+				if *sweep {
+					for _, tile := range []CoopTile{narrowCoopTiles[0], {BM: 64, BN: 16, WM: 16, WN: 16, BK: 64, KC: 64},
+						{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 64}, {BM: 128, BN: 16, WM: 32, WN: 16, BK: 64, KC: 64}} {
+						if kc.CheckCoopTile(tile, qt) != nil {
+							continue
+						}
+						for _, splits := range []int{2, 4, 8, 16} {
+							vs = append(vs, variant{fmt.Sprintf("coopsplit/%s/s%d", tile, splits), parts(tile, splits)})
+						}
 					}
 				}
 				shapes := []MatVecCoopShape{kc.MatVecCoopFor(qt, n, rows, K)}

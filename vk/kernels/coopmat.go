@@ -461,10 +461,21 @@ func (k *Kernels) SplitSumSpec(residual bool) vk.PipelineSpec {
 // tiles, 112 µs in 4 parts each (docs/KERNELS.md). Prefill's partial
 // products would be large: its k and v projections in parts cost pp512
 // 2 % there.
+//
+// The parts give the workgroups, so the tile is the first narrow one that
+// takes t (64 rows) rather than CoopTileForShape's, which looks for enough
+// workgroups in smaller tiles of longer steps (32x64, steps of 256: 250 µs
+// in 2 parts where 64x64 in 4 took 109, 4096×14336 Q4_K at 32 columns).
+// A tuned tile (CoopTiled) is kept.
 func (k *Kernels) CoopSplitFor(t quant.Type, n, rows, K int) (CoopTile, int) {
 	tile := k.CoopTileForShape(t, rows, n)
 	if n > NarrowCoopCols {
 		return tile, 1
+	}
+	if !(k.CoopTiled.BM != 0 && k.CheckCoopTile(k.CoopTiled, t) == nil) {
+		if nt, ok := k.pickCoopTile(narrowCoopTiles, t, nil); ok {
+			tile = nt
+		}
 	}
 	cus := k.info.ComputeUnits
 	if cus == 0 {

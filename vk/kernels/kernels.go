@@ -37,12 +37,14 @@ const MaxMatVecCols = 8
 
 // DefaultMatVecBatch is Kernels.MatVecBatch on a device whose integer dot
 // products are native (DefaultQ8's condition). On the H200 the 8-bit
-// matrix-vector kernel beats both prefill kernels on every Llama-3-8B
-// matrix up to 32 columns (docs/KERNELS.md, "Batches of sequences").
+// matrix-vector kernel beats matmul_coopmat (with K in parts,
+// CoopSplitFor) on three of the four Llama-3-8B matrices at 24 columns,
+// and loses on all four at 28 and 32 (docs/KERNELS.md, "Batches of
+// sequences").
 // Elsewhere the 8-bit path is a user's choice (--int-dot on), and on GCN
 // and RDNA1 its groups of 5 to 8 columns spill registers (docs/AMD.md):
 // batches wider than MaxMatVecCols keep the prefill products there.
-const DefaultMatVecBatch = 32
+const DefaultMatVecBatch = 24
 
 // defaultMatVecBatch is MatVecBatch for a device with integer dot
 // products, native (accelerated) or not.
