@@ -88,7 +88,8 @@ const uint TR = NP < KL ? NP : KL;       // lanes the reduction transposes over
 const uint NF = NP / TR;                 // full sums a lane holds after it
 const float LAZY = 8.0;                  // how far a score may pass the running max (log2 units)
 
-// Q8OUT: the merged output is also written in the q8 layout (split-k only).
+// Q8OUT: the output is also written in the q8 layout (head dims in blocks
+// of 32): by the merge with split-k, else by each workgroup for its heads.
 layout(constant_id = 11) const bool Q8OUT = false;
 
 // Split-k merge: other splits' partials read back (views of o_out and
@@ -447,7 +448,31 @@ void main() {
                     ml_out[pr] = vec2(mx, lsum);
                 }
             } else {
-                o_out[row * D + d] = lsum > 0.0 ? acc / lsum : 0.0; // a fully masked row outputs 0
+                const float o = lsum > 0.0 ? acc / lsum : 0.0; // a fully masked row outputs 0
+                o_out[row * D + d] = o;
+                if (Q8OUT) {
+                    // Kept for the rounding below. Only this lane reads or
+                    // writes shm[x] in this round: it read slot 0's O of
+                    // element x above, and the other slots lie past HM × D.
+                    shm[x] = o;
+                }
+            }
+        }
+        if (Q8OUT && !SPLIT) {
+            // The 8-bit copy for the output projection, a block of 32
+            // values of one head per lane (D is a multiple of 32), so that
+            // decode needs no quantization dispatch after attention. The
+            // next round's first barrier keeps shm until these reads end.
+            memoryBarrierShared();
+            barrier();
+            const uint nh = min(HM, HG - h0); // heads of this round
+            for (uint b = lane; b < nh * (D / 32); b += W) {
+                vec4 v[8];
+                [[unroll]] for (uint j = 0; j < 8; j++) {
+                    v[j] = vec4(shm[32 * b + 4 * j], shm[32 * b + 4 * j + 1], shm[32 * b + 4 * j + 2],
+                                shm[32 * b + 4 * j + 3]);
+                }
+                q8_store((qrow * pc.n_head + head0 + h0) * (D / 32) + b, pc.n_q * pc.n_head * (D / 32), v);
             }
         }
     }

@@ -103,20 +103,26 @@ type IO struct {
 	// barriers between dependent ops already order them.
 	Scratch vk.Binding
 	// Q8, when its Buf is set, receives Out in the 8-bit layout of
-	// kernels.QuantizeQ8 as well, written by the split merge; only for
-	// plans that split (WritesQ8) and head dims that are multiples of 32.
+	// kernels.QuantizeQ8 as well, written by the split merge or by the
+	// decode kernel itself; only where WritesQ8 says so.
 	Q8 vk.Binding
 }
 
-// WritesQ8 says whether Record fills IO.Q8 for sh: with split-k, whose
-// merge rounds its output too, and head dims in whole blocks of 32; never
-// where the cooperative-matrix kernel runs.
+// WritesQ8 says whether Record fills IO.Q8 for sh: in decode, whose kernel
+// rounds its output (or its split merge does), and with split-k, whose
+// reduce pass does; for head dims in whole blocks of 32, and never where
+// the cooperative-matrix kernel runs.
 func (f *FlashAttn) WritesQ8(sh Shape) bool {
 	if _, err := f.CoopPlan(sh); err == nil {
 		return false
 	}
 	p, err := f.Plan(sh)
-	return err == nil && p.Splits > 1 && sh.HeadDim%32 == 0
+	return err == nil && writesQ8(p, sh)
+}
+
+// writesQ8 is WritesQ8 for the plan p of sh.
+func writesQ8(p attention.Plan, sh Shape) bool {
+	return (p.Splits > 1 || p.Decode()) && sh.HeadDim%32 == 0
 }
 
 // Options choose the lane-group width and override the policy.
@@ -322,8 +328,8 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	}
 	q8 := io.Q8.Buf != nil
 	if q8 {
-		if p.Splits == 1 || sh.HeadDim%32 != 0 {
-			return fmt.Errorf("flashattn: an 8-bit output needs split-k and head dims in blocks of 32 (plan %v, head dim %d)", p, sh.HeadDim)
+		if !writesQ8(p, sh) {
+			return fmt.Errorf("flashattn: an 8-bit output needs decode or split-k, and head dims in blocks of 32 (plan %v, head dim %d)", p, sh.HeadDim)
 		}
 		checks = append(checks, check{"q8", io.Q8, kernels.Q8Bytes(sh.Queries, sh.Heads*sh.HeadDim)})
 	} else {
@@ -342,7 +348,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	bindings := main.Bindings()
 	pushMain := sh.push()
 	if p.Splits == 1 {
-		bind := []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out, io.Out, io.Out, io.Out}
+		bind := []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out, io.Out, io.Q8, io.Out}
 		s.Dispatch(main, bind[:bindings], pushMain, uint32(gx), uint32(gy), uint32(gz))
 		return nil
 	}

@@ -968,20 +968,44 @@ func nanBytes(n int64) []byte {
 	return b
 }
 
-// TestFlashAttnQ8Output checks the split merge's 8-bit copy of its output
-// (IO.Q8, for decode's output projection), in decode's own merge and in
-// prefill's reduce pass: each value within half a step of the f32 output,
-// each block's step max|o|/127.
+// TestFlashAttnQ8Output checks the 8-bit copy of the output (IO.Q8, for
+// decode's output projection): written by decode's own merge and by
+// prefill's reduce pass with split-k, and by the decode kernel itself
+// without (head groups of 1 to 4 heads, a group of 3 merged in rounds of
+// 4 and of 2, two lane groups, head dims of 3 and 4 blocks): each value
+// within half a step of the f32 output, each block's step max|o|/127.
 func TestFlashAttnQ8Output(t *testing.T) {
-	for _, br := range []int{1, 8} {
-		t.Run(fmt.Sprintf("br%d", br), func(t *testing.T) { testQ8Output(t, br) })
+	cases := []struct {
+		in    inputs
+		prefs attention.Prefs
+	}{
+		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}, attention.Prefs{Br: 1, Splits: 8}},
+		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}, attention.Prefs{Br: 8, Splits: 8}},
+		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}, attention.Prefs{Br: 1, Splits: 1}},
+		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 77, queries: 2}, attention.Prefs{Br: 1, Splits: 1, Heads: 2}},
+		{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 300, queries: 1}, attention.Prefs{Br: 1, Splits: 1, Heads: 1, Groups: 2}},
+		{inputs{dim: 96, gqa: 3, kvHeads: 3, kv: 257, queries: 2}, attention.Prefs{Br: 1, Splits: 1}},
+		{inputs{dim: 96, gqa: 3, kvHeads: 3, kv: 257, queries: 2}, attention.Prefs{Br: 1, Splits: 1, Groups: 4}},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("d%d-g%d-br%d-s%d-h%d-wg%d", c.in.dim, c.in.gqa, c.prefs.Br, c.prefs.Splits, c.prefs.Heads, c.prefs.Groups),
+			func(t *testing.T) { testQ8Output(t, c.in, c.prefs) })
 	}
 }
 
-func testQ8Output(t *testing.T, br int) {
+// mustPlan is f's plan for sh.
+func (f *FlashAttn) mustPlan(t *testing.T, sh Shape) attention.Plan {
+	t.Helper()
+	p, err := f.Plan(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testQ8Output(t *testing.T, in inputs, prefs attention.Prefs) {
 	d := setup(t)
-	in := inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}
-	fa, err := New(d, Options{Wave: 32, Prefs: attention.Prefs{Br: br, Splits: 8}})
+	fa, err := New(d, Options{Wave: 32, Prefs: prefs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -989,7 +1013,10 @@ func testQ8Output(t *testing.T, br int) {
 	sh := Shape{Queries: in.queries, Heads: in.heads(), KVHeads: in.kvHeads, HeadDim: in.dim,
 		Context: in.context(), Scale: float32(1 / math.Sqrt(float64(in.dim)))}
 	if !fa.WritesQ8(sh) {
-		t.Fatal("a split plan with head dim 128 does not write the 8-bit copy")
+		t.Fatalf("plan %v with head dim %d does not write the 8-bit copy", fa.mustPlan(t, sh), in.dim)
+	}
+	if p := fa.mustPlan(t, sh); p.Br != prefs.Br || p.Splits != prefs.Splits {
+		t.Fatalf("plan %v, want Br %d and %d splits", p, prefs.Br, prefs.Splits)
 	}
 	scr, err := fa.ScratchBytes(sh)
 	if err != nil {
@@ -1001,8 +1028,14 @@ func testQ8Output(t *testing.T, br int) {
 	outBuf := buffer(t, d, make([]byte, alignUp(outN)+alignUp(scr)+q8N))
 	p := planned{tc: tc{inputs: in}, sh: sh, outN: outN, scrN: scr, scratch: alignUp(outN)}
 	io := p.io(inBuf, outBuf)
+	plain := runFA(t, fa, sh, io, n*K)
 	io.Q8 = vk.Binding{Buf: outBuf, Off: alignUp(outN) + alignUp(scr), Size: q8N}
 	out := runFA(t, fa, sh, io, n*K)
+	for i := range out {
+		if math.Float32bits(out[i]) != math.Float32bits(plain[i]) {
+			t.Fatalf("value %d: %g with the 8-bit copy, %g without", i, out[i], plain[i])
+		}
+	}
 	raw := make([]byte, q8N)
 	if err := outBuf.Read(io.Q8.Off, raw); err != nil {
 		t.Fatal(err)
