@@ -971,9 +971,10 @@ func nanBytes(n int64) []byte {
 // TestFlashAttnQ8Output checks the 8-bit copy of the output (IO.Q8, for
 // decode's output projection): written by decode's own merge and by
 // prefill's reduce pass with split-k, and by the decode kernel itself
-// without (head groups of 1 to 4 heads, a group of 3 merged in rounds of
-// 4 and of 2, two lane groups, head dims of 3 and 4 blocks): each value
-// within half a step of the f32 output, each block's step max|o|/127.
+// without (head groups of 1 to 4 heads and of 3, two and four lane groups,
+// head dims of 2, 3 and 4 blocks): each value within half a step of the
+// f32 output, each block's step max|o|/127, and the f32 output bit for bit
+// the one written without the copy.
 func TestFlashAttnQ8Output(t *testing.T) {
 	cases := []struct {
 		in    inputs
