@@ -63,6 +63,9 @@ func TestAMDCompileMatrix(t *testing.T) {
 		{"", []string{"--wave", "auto", "-u", "17", "--int-dot", "on", "--coopmat", "off"}, []int{32}},
 		{"", []string{"--wave", "auto", "-u", "9", "--int-dot", "off", "--seqs", "4"}, []int{32}},
 		{"", []string{"--wave", "auto", "--int-dot", "on"}, []int{32}},
+		// A short context: decode attention does not split and writes its
+		// output's 8-bit copy itself.
+		{"", []string{"-c", "64", "--int-dot", "on"}, []int{32, 64}},
 		{"", []string{"--int-dot", "off", "--flash-attn=false", "--seqs", "4"}, nil},
 		// RDNA3 takes cooperative matrices by default; its scalar prefill
 		// products must build too.
@@ -171,6 +174,14 @@ func TestAMDCompileMatrix(t *testing.T) {
 				i8 := slices.ContainsFunc(reports, func(p kernelReport) bool { return strings.Contains(p.Name, "matmul_coopmat_i8") })
 				if i8 != int8 {
 					t.Errorf("%v: matmul_coopmat_i8 pipelines %v, want %v", args[1:], i8, int8)
+				}
+				if slices.Equal(run.args[:2], []string{"-c", "64"}) {
+					unsplit := slices.ContainsFunc(reports, func(p kernelReport) bool {
+						return p.Kind == "decode" && strings.Contains(p.Name, "splits=1") && strings.HasSuffix(p.Name, "+q8")
+					})
+					if !unsplit {
+						t.Errorf("%v: no unsplit decode attention with its own 8-bit output", args[1:])
+					}
 				}
 				count += len(reports)
 			}
