@@ -27,28 +27,43 @@ const uint T_Q5_K = 13u;
 const uint T_Q6_K = 14u;
 const uint T_BF16 = 30u;
 
-const bool QKQUANT = QTYPE == T_Q4_K || QTYPE == T_Q5_K || QTYPE == T_Q6_K;
-const bool QFLOAT = QTYPE == T_F32 || QTYPE == T_F16 || QTYPE == T_BF16;
-// QK: values per block; QBYTES: bytes per block; QPIECES: 16-value pieces per block.
-const uint QK = QKQUANT ? 256u : (QFLOAT ? 16u : 32u);
-const uint QBYTES = QTYPE == T_Q4_K ? 144u
-                  : QTYPE == T_Q5_K ? 176u
-                  : QTYPE == T_Q6_K ? 210u
-                  : QTYPE == T_Q8_0 ? 34u
-                  : QTYPE == T_Q4_0 ? 18u
-                  : QTYPE == T_F32 ? 64u : 32u;
-const uint QPIECES = QK / 16u;
+// A type's properties as macros of its id t, so that they serve both the
+// constants of QTYPE below and the kernels that take a second type (the
+// stacked products' last matrix, matvec_stack.glsl), whose functions take
+// the type as an argument: a constant one folds like QTYPE.
+#define QT_KQUANT(t) ((t) == T_Q4_K || (t) == T_Q5_K || (t) == T_Q6_K)
+#define QT_FLOAT(t) ((t) == T_F32 || (t) == T_F16 || (t) == T_BF16)
+#define QT_K(t) (QT_KQUANT(t) ? 256u : (QT_FLOAT(t) ? 16u : 32u))
+#define QT_BYTES(t) ((t) == T_Q4_K ? 144u     \
+                   : (t) == T_Q5_K ? 176u     \
+                   : (t) == T_Q6_K ? 210u     \
+                   : (t) == T_Q8_0 ? 34u      \
+                   : (t) == T_Q4_0 ? 18u      \
+                   : (t) == T_F32 ? 64u : 32u)
 // Blocks whose size is a multiple of 4 keep every word aligned (rows are
 // whole blocks), which lets the compiler drop the stitching path.
-const bool QALIGNED = (QBYTES & 3u) == 0u;
+#define QT_ALIGNED(t) ((QT_BYTES(t) & 3u) == 0u)
 
-// dq_word returns the little-endian 32-bit word at even byte offset b.
-uint dq_word(uint b) {
+const bool QKQUANT = QT_KQUANT(QTYPE);
+const bool QFLOAT = QT_FLOAT(QTYPE);
+// QK: values per block; QBYTES: bytes per block; QPIECES: 16-value pieces per block.
+const uint QK = QT_K(QTYPE);
+const uint QBYTES = QT_BYTES(QTYPE);
+const uint QPIECES = QK / 16u;
+const bool QALIGNED = QT_ALIGNED(QTYPE);
+
+// dq_word returns the little-endian 32-bit word at even byte offset b of a
+// row of type qt.
+uint dq_word(uint qt, uint b) {
     uint lo = W[b >> 2];
-    if (QALIGNED || (b & 2u) == 0u) {
+    if (QT_ALIGNED(qt) || (b & 2u) == 0u) {
         return lo;
     }
     return (lo >> 16) | (W[(b >> 2) + 1u] << 16);
+}
+
+uint dq_word(uint b) {
+    return dq_word(QTYPE, b);
 }
 
 // dq_half returns the f16 at even byte offset b as a float.

@@ -87,6 +87,7 @@ layout(push_constant) uniform Push {
 // M are clamped rather than skipped (their sums are never written): the
 // loop stays branch-free, so the compiler can issue every row's loads
 // before using any.
+uint row0; // the workgroup's first row
 #define ROW_BASE(r) (min(row0 + (r), pc.M - 1u) * pc.rowBytes)
 #endif
 #ifndef XBASE
@@ -104,7 +105,6 @@ layout(push_constant) uniform Push {
 
 #include "slices.glsl"
 
-const uint ESIZE = QTYPE == T_F32 ? 4u : 2u; // bytes per value of float rows
 // The f32 path decodes quants of NB bits as the floats 1 + q / 2^NB: q goes
 // straight into the top of the mantissa of 1.0 with one shift and one
 // and-or, where a conversion would cost a quarter-rate instruction (NVIDIA)
@@ -112,15 +112,18 @@ const uint ESIZE = QTYPE == T_F32 ? 4u : 2u; // bytes per value of float rows
 // 2^NB * (sum f*x - sum x). The leading 1 costs each product f*x NB of its
 // 24 significant bits of q*x, still far finer than the quantization; for
 // Q8_0 only 16 would be left, so Q8_0 (like the float types) converts
-// exactly instead (MANT false).
-const bool MANT = !QFLOAT && QTYPE != T_Q8_0;
-const uint NB = QTYPE == T_Q6_K ? 6u : (QTYPE == T_Q5_K ? 5u : 4u);
+// exactly instead (MANT false). As macros of the type t, like
+// dequant.glsl's: the functions below take the type of the rows they read.
+#define QT_MANT(t) (!QT_FLOAT(t) && (t) != T_Q8_0)
+#define QT_NB(t) ((t) == T_Q6_K ? 6u : ((t) == T_Q5_K ? 5u : 4u))
+#define QT_ESIZE(t) ((t) == T_F32 ? 4u : 2u) // bytes per value of float rows
 
-// mant4 returns the 4 floats 1 + q/2^NB for the NB-bit fields at bits
-// lo, lo+8, lo+16 and lo+24 of w (one per byte; higher bits are ignored).
-vec4 mant4(uint w, uint lo) {
-    const uint top = 23u - NB; // the field's place in the mantissa
-    const uint mask = ((1u << NB) - 1u) << top;
+// mant4 returns the 4 floats 1 + q/2^NB for the NB-bit fields (NB of type
+// qt) at bits lo, lo+8, lo+16 and lo+24 of w (one per byte; higher bits
+// are ignored).
+vec4 mant4(uint qt, uint w, uint lo) {
+    uint top = 23u - QT_NB(qt); // the field's place in the mantissa
+    uint mask = ((1u << QT_NB(qt)) - 1u) << top;
     uvec4 f;
     for (uint k = 0u; k < 4u; k++) {
         uint at = lo + 8u * k;
@@ -130,21 +133,21 @@ vec4 mant4(uint w, uint lo) {
 }
 
 #ifndef Q8X
-// dq_slice decodes slice s of the block at byte offset b (floats: the slice
-// itself starts at b) into q[8] and the maps A, C of its groups: with f
-// the values of group g (q[g*GV ..], GV vec4s) and x the activations they
-// meet, the group's dot product is A[g] * sum f*x + C[g] * sum x. For
-// quants f = 1 + q/2^NB (see NB); for Q8_0 f = q, for floats f is the
-// weight (A = 1, C = 0).
+// dq_slice decodes slice s of the block of type qt at byte offset b
+// (floats: the slice itself starts at b) into q[8] and the maps A, C of
+// its groups: with f the values of group g (q[g*GV ..], GV vec4s) and x
+// the activations they meet, the group's dot product is A[g] * sum f*x +
+// C[g] * sum x. For quants f = 1 + q/2^NB (see NB); for Q8_0 f = q, for
+// floats f is the weight (A = 1, C = 0).
 // lim is the number of the row's values from the slice's first on; only
 // float slices can be partial, and their values past it are 0.
-void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float C[4]) {
+void dq_slice(uint qt, uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float C[4]) {
     float a[4], c[4];
-    if (!QFLOAT) {
+    if (!QT_FLOAT(qt)) {
         uint u[8];
-        dq_fields(b, s, u, a, c);
+        dq_fields(qt, b, s, u, a, c);
         for (uint i = 0u; i < 8u; i++) {
-            q[i] = MANT ? mant4(u[i], 0u) : dq_i8x4(u[i]);
+            q[i] = QT_MANT(qt) ? mant4(qt, u[i], 0u) : dq_i8x4(u[i]);
         }
     } else {
         a = float[4](1.0, 1.0, 1.0, 1.0);
@@ -156,11 +159,11 @@ void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float
             if (4u * i >= lim) {
                 continue;
             }
-            if (QTYPE == T_F32) {
+            if (qt == T_F32) {
                 q[i] = uintBitsToFloat(W4[(b >> 4) + i]);
             } else {
                 uint w0 = W[(b >> 2) + 2u * i], w1 = W[(b >> 2) + 2u * i + 1u];
-                if (QTYPE == T_F16) {
+                if (qt == T_F16) {
                     q[i] = vec4(unpackHalf2x16(w0), unpackHalf2x16(w1));
                 } else {
                     q[i] = uintBitsToFloat(uvec4(w0 << 16, w0 & 0xFFFF0000u, w1 << 16, w1 & 0xFFFF0000u));
@@ -169,10 +172,10 @@ void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float
         }
     }
     // sum (a*q + c)*x = a*2^NB*(sum f*x - sum x) + c*sum x.
-    float scale = MANT ? float(1u << NB) : 1.0;
+    float scale = QT_MANT(qt) ? float(1u << QT_NB(qt)) : 1.0;
     for (uint g = 0u; g < 4u; g++) {
         A[g] = a[g] * scale;
-        C[g] = MANT ? c[g] - A[g] : c[g];
+        C[g] = QT_MANT(qt) ? c[g] - A[g] : c[g];
     }
 }
 #endif
@@ -184,6 +187,116 @@ void dq_slice(uint b, uint s, uint lim, out vec4 q[8], out float A[4], out float
 // The stacked variant's bindings, push constants, row map and epilogue.
 #include "matvec_stack.glsl"
 #endif
+
+// mv_slices adds the products of the workgroup's rows, of type qt, with
+// columns c0 … c0+NCOLS-1 to red_v: each lane's slices (see the top).
+// Columns past XCOLS repeat the last one (computed, never written), so
+// every group runs the same code.
+void mv_slices(uint qt, uint c0) {
+    uint slices = QT_FLOAT(qt) ? (pc.K + 31u) / 32u : pc.K / QT_K(qt) * QT_SPB(qt);
+    for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
+        for (uint u = 0u; u < UNROLL; u++) {
+            uint sl = sl0 + u;
+            if (sl >= slices) {
+                break;
+            }
+            uint blk = sl / QT_SPB(qt), s = sl % QT_SPB(qt);
+            // First value of the block (floats: of the slice) and its byte
+            // offset within a row.
+            uint k0 = QT_FLOAT(qt) ? 32u * sl : blk * QT_K(qt);
+            uint boff = QT_FLOAT(qt) ? k0 * QT_ESIZE(qt) : blk * QT_BYTES(qt);
+            uint lim = pc.K - k0;
+
+            // This slice's activations for every column, loaded once for
+            // all ROWS rows, and per group the terms the rows share: the
+            // f32 path's sum x; the q8 path's scale and scaled sum of the
+            // 8-bit values (the products with the offsets C).
+#ifdef Q8X
+            uint xv[NCOLS * 8u];
+            float xsc[NCOLS * 4u], xs[NCOLS * 4u];
+            for (uint n = 0u; n < NCOLS; n++) {
+                uint c = min(c0 + n, XCOLS - 1u);
+                for (uint g = 0u; g < QT_NG(qt); g++) {
+                    uint v = (Q8ROW + c) * pc.K + k0 + slice_val(qt, s, g); // a multiple of 4 * QT_GV(qt)
+                    if (QT_GV(qt) == 8u) {
+                        uvec4 w0 = xq4[v / 16u], w1 = xq4[v / 16u + 1u];
+                        for (uint i = 0u; i < 4u; i++) {
+                            xv[n * 8u + i] = w0[i];
+                            xv[n * 8u + 4u + i] = w1[i];
+                        }
+                    } else if (QT_GV(qt) == 4u) {
+                        uvec4 w = xq4[v / 16u];
+                        for (uint i = 0u; i < 4u; i++) {
+                            xv[n * 8u + g * 4u + i] = w[i];
+                        }
+                    } else {
+                        uvec2 w = xq2[v / 8u];
+                        xv[n * 8u + g * 2u] = w.x;
+                        xv[n * 8u + g * 2u + 1u] = w.y;
+                    }
+                    int sum = 0;
+                    for (uint i = 0u; i < QT_GV(qt); i++) {
+                        sum += sdot4(xv[n * 8u + g * QT_GV(qt) + i], 0x01010101u);
+                    }
+                    float d = xd[Q8ROWS * pc.K / 4u + v / 32u];
+                    xsc[n * 4u + g] = d;
+                    xs[n * 4u + g] = d * float(sum);
+                }
+            }
+#else
+            uint xrow4 = pc.K / 4u; // vec4s per x row
+            vec4 xv[NCOLS * 8u];
+            float xs[NCOLS * 4u];
+            for (uint n = 0u; n < NCOLS; n++) {
+                uint c = min(c0 + n, XCOLS - 1u);
+                for (uint g = 0u; g < QT_NG(qt); g++) {
+                    vec4 sum = vec4(0.0);
+                    for (uint i = 0u; i < QT_GV(qt); i++) {
+                        uint k4 = (k0 + slice_val(qt, s, g)) / 4u + i;
+                        vec4 v = vec4(0.0);
+                        if (!QT_FLOAT(qt) || 4u * (g * QT_GV(qt) + i) < lim) {
+                            v = x4[XBASE + c * xrow4 + k4];
+                        }
+                        xv[n * 8u + g * QT_GV(qt) + i] = v;
+                        sum += v;
+                    }
+                    xs[n * 4u + g] = dot(sum, vec4(1.0));
+                }
+            }
+#endif
+            for (uint r = 0u; r < ROWS; r++) {
+#ifdef Q8X
+                uint q[8];
+                float A[4], C[4];
+                dq_fields(qt, ROW_BASE(r) + boff, s, q, A, C);
+#else
+                vec4 q[8];
+                float A[4], C[4];
+                dq_slice(qt, ROW_BASE(r) + boff, s, lim, q, A, C);
+#endif
+                for (uint n = 0u; n < NCOLS; n++) {
+                    float acc = 0.0;
+                    for (uint g = 0u; g < QT_NG(qt); g++) {
+#ifdef Q8X
+                        int p = 0;
+                        for (uint i = 0u; i < QT_GV(qt); i++) {
+                            p += sdot4(q[g * QT_GV(qt) + i], xv[n * 8u + g * QT_GV(qt) + i]);
+                        }
+                        float d = xsc[n * 4u + g] * float(p);
+#else
+                        float d = 0.0;
+                        for (uint i = 0u; i < QT_GV(qt); i++) {
+                            d += dot(q[g * QT_GV(qt) + i], xv[n * 8u + g * QT_GV(qt) + i]);
+                        }
+#endif
+                        acc += A[g] * d + C[g] * xs[n * 4u + g];
+                    }
+                    red_v[r * NCOLS + n] += SLOT_W * acc;
+                }
+            }
+        }
+    }
+}
 
 void main() {
     // The grid may be folded into 2D to stay under the 65535 limit per dimension.
@@ -200,12 +313,9 @@ void main() {
     if (group >= pc.groups) {
         return; // whole workgroup: barriers below stay uniform
     }
-    uint row0 = group * ROWS;
+    row0 = group * ROWS;
 #endif
-    uint slices = QFLOAT ? (pc.K + 31u) / 32u : pc.K / QK * SPB;
-
-    // Columns c0 … c0+NCOLS-1; past XCOLS they repeat the last column
-    // (computed, never written), so every group runs the same code.
+    // Columns c0 … c0+NCOLS-1 (mv_slices).
     for (uint c0 = 0u; c0 < XCOLS; c0 += NCOLS) {
         for (uint i = 0u; i < RED_N; i++) {
             red_v[i] = 0.0;
@@ -215,108 +325,16 @@ void main() {
         for (uint j = 0u; j < pc.k; j++) {
             id_slot_set(id_token * pc.k + j);
 #endif
-        for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
-            for (uint u = 0u; u < UNROLL; u++) {
-                uint sl = sl0 + u;
-                if (sl >= slices) {
-                    break;
-                }
-                uint blk = sl / SPB, s = sl % SPB;
-                // First value of the block (floats: of the slice) and its byte
-                // offset within a row.
-                uint k0 = QFLOAT ? 32u * sl : blk * QK;
-                uint boff = QFLOAT ? k0 * ESIZE : blk * QBYTES;
-                uint lim = pc.K - k0;
-
-                // This slice's activations for every column, loaded once for
-                // all ROWS rows, and per group the terms the rows share: the
-                // f32 path's sum x; the q8 path's scale and scaled sum of the
-                // 8-bit values (the products with the offsets C).
-#ifdef Q8X
-                uint xv[NCOLS * 8u];
-                float xsc[NCOLS * 4u], xs[NCOLS * 4u];
-                for (uint n = 0u; n < NCOLS; n++) {
-                    uint c = min(c0 + n, XCOLS - 1u);
-                    for (uint g = 0u; g < NG; g++) {
-                        uint v = (Q8ROW + c) * pc.K + k0 + slice_val(s, g); // a multiple of 4 * GV
-                        if (GV == 8u) {
-                            uvec4 w0 = xq4[v / 16u], w1 = xq4[v / 16u + 1u];
-                            for (uint i = 0u; i < 4u; i++) {
-                                xv[n * 8u + i] = w0[i];
-                                xv[n * 8u + 4u + i] = w1[i];
-                            }
-                        } else if (GV == 4u) {
-                            uvec4 w = xq4[v / 16u];
-                            for (uint i = 0u; i < 4u; i++) {
-                                xv[n * 8u + g * 4u + i] = w[i];
-                            }
-                        } else {
-                            uvec2 w = xq2[v / 8u];
-                            xv[n * 8u + g * 2u] = w.x;
-                            xv[n * 8u + g * 2u + 1u] = w.y;
-                        }
-                        int sum = 0;
-                        for (uint i = 0u; i < GV; i++) {
-                            sum += sdot4(xv[n * 8u + g * GV + i], 0x01010101u);
-                        }
-                        float d = xd[Q8ROWS * pc.K / 4u + v / 32u];
-                        xsc[n * 4u + g] = d;
-                        xs[n * 4u + g] = d * float(sum);
-                    }
-                }
-#else
-                uint xrow4 = pc.K / 4u; // vec4s per x row
-                vec4 xv[NCOLS * 8u];
-                float xs[NCOLS * 4u];
-                for (uint n = 0u; n < NCOLS; n++) {
-                    uint c = min(c0 + n, XCOLS - 1u);
-                    for (uint g = 0u; g < NG; g++) {
-                        vec4 sum = vec4(0.0);
-                        for (uint i = 0u; i < GV; i++) {
-                            uint k4 = (k0 + slice_val(s, g)) / 4u + i;
-                            vec4 v = vec4(0.0);
-                            if (!QFLOAT || 4u * (g * GV + i) < lim) {
-                                v = x4[XBASE + c * xrow4 + k4];
-                            }
-                            xv[n * 8u + g * GV + i] = v;
-                            sum += v;
-                        }
-                        xs[n * 4u + g] = dot(sum, vec4(1.0));
-                    }
-                }
-#endif
-                for (uint r = 0u; r < ROWS; r++) {
-#ifdef Q8X
-                    uint q[8];
-                    float A[4], C[4];
-                    dq_fields(ROW_BASE(r) + boff, s, q, A, C);
-#else
-                    vec4 q[8];
-                    float A[4], C[4];
-                    dq_slice(ROW_BASE(r) + boff, s, lim, q, A, C);
-#endif
-                    for (uint n = 0u; n < NCOLS; n++) {
-                        float acc = 0.0;
-                        for (uint g = 0u; g < NG; g++) {
-#ifdef Q8X
-                            int p = 0;
-                            for (uint i = 0u; i < GV; i++) {
-                                p += sdot4(q[g * GV + i], xv[n * 8u + g * GV + i]);
-                            }
-                            float d = xsc[n * 4u + g] * float(p);
-#else
-                            float d = 0.0;
-                            for (uint i = 0u; i < GV; i++) {
-                                d += dot(q[g * GV + i], xv[n * 8u + g * GV + i]);
-                            }
-#endif
-                            acc += A[g] * d + C[g] * xs[n * 4u + g];
-                        }
-                        red_v[r * NCOLS + n] += SLOT_W * acc;
-                    }
-                }
-            }
+#ifdef STACK
+        // A stack's last matrix may be of a type of its own (stack_rows).
+        if (LAST_QTYPE != QTYPE && st_mat == NMAT - 1u) {
+            mv_slices(LAST_QTYPE, c0);
+        } else {
+            mv_slices(QTYPE, c0);
         }
+#else
+        mv_slices(QTYPE, c0);
+#endif
 #ifdef MOE_SUM
         }
 #endif

@@ -1,7 +1,8 @@
 // matvec_stack.glsl: the stacked variant of matvec.glsl (STACK defined;
 // matvec_stack.comp and matvec_stack_q8.comp): one dispatch computes the
-// products of up to three matrices of one type and row length with the
-// same activations (decode's q, k and v; gate and up), and finishes each
+// products of up to three matrices of one row length with the same
+// activations (decode's q, k and v; gate and up), all of one type but the
+// last (LAST_QTYPE), and finishes each
 // row where it is computed instead of in dispatches of their own. In
 // decode every dispatch waits for the one before it, and the small ones
 // (RoPE, the two KV-cache stores, SwiGLU) cost mostly that wait.
@@ -53,6 +54,11 @@ layout(constant_id = 12) const bool FREQ_FACTORS = false;
 layout(constant_id = 13) const uint GATED = 0;
 layout(constant_id = 14) const bool GATED_Q8 = false;
 layout(constant_id = 15) const bool SEQ_ROWS = false;
+// LAST_QTYPE: the type of matrix NMAT-1, where it is not QTYPE (Q4_K_M's
+// Q6_K v beside Q4_K q and k; K-quants both, of 256-value blocks). Its
+// workgroups take the slice code of that type (mv_slices in matvec.glsl);
+// a workgroup's matrix is uniform, so the branch is too.
+layout(constant_id = 16) const uint LAST_QTYPE = 12;
 
 // Outputs: f32 rows, or f16 pairs of a cache row (the uint views).
 layout(binding = 0) coherent buffer Out0 { float out0[]; };
@@ -73,7 +79,7 @@ layout(binding = 11) coherent buffer Counts { uint counts[]; };
 
 layout(push_constant) uniform Push {
     uint K;        // values per row
-    uint rowBytes; // bytes per row of every matrix
+    uint rowBytes; // bytes per row of every matrix (the last: lastRowBytes)
     uint M0, M1, M2;   // rows of each matrix
     uint w0, w1, w2;   // byte offsets of the matrices in the weights binding
     uint g0, g1, g2;   // workgroup ends (g2: all the dispatch's work)
@@ -82,6 +88,7 @@ layout(push_constant) uniform Push {
     float log2Base;    // log2(freq base)
     float freqScale;
     uint slots;        // rows of the cache rings
+    uint lastRowBytes; // bytes per row of matrix NMAT-1 (LAST_QTYPE's)
 } pc;
 
 #include "rope.glsl"
@@ -98,6 +105,7 @@ bool bit(uint mask, uint j) { return ((mask >> j) & 1u) != 0u; }
 
 uint mat_rows(uint j) { return j == 0u ? pc.M0 : (j == 1u ? pc.M1 : pc.M2); }
 uint mat_off(uint j) { return j == 0u ? pc.w0 : (j == 1u ? pc.w1 : pc.w2); }
+uint mat_row_bytes(uint j) { return LAST_QTYPE != QTYPE && j == NMAT - 1u ? pc.lastRowBytes : pc.rowBytes; }
 
 // mat_row is the row of matrix j that logical row l stands for (see the
 // NeoX map above; the identity otherwise).
@@ -135,7 +143,7 @@ bool stack_rows(uint group) {
     st_row0 = (group - first) * ROWS;
     uint m = mat_rows(st_mat);
     for (uint r = 0u; r < ROWS; r++) {
-        row_base[r] = mat_off(st_mat) + mat_row(st_mat, min(st_row0 + r, m - 1u)) * pc.rowBytes;
+        row_base[r] = mat_off(st_mat) + mat_row(st_mat, min(st_row0 + r, m - 1u)) * mat_row_bytes(st_mat);
     }
     return true;
 }

@@ -365,9 +365,9 @@ func TestTunedAttentionMisfit(t *testing.T) {
 // TestWaterfall profiles decode tokens of the tiny Q4_K_M model (f32 and
 // 8-bit activations) and checks the waterfall's structure, not its
 // timings: starts in submission order, no negative gap, the layers in
-// order, the token's span the sum of its gaps and busy times, and every
+// order, the token's span the sum of its gaps and busy times, every
 // weight read once (the embedding's one row of it), so the products'
-// bytes add up to the file's weights.
+// bytes add up to the file's weights, and at most 7 dispatches a layer.
 func TestWaterfall(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := synth.Write(path, "tiny", "q4_k_m", 1, nil); err != nil {
@@ -449,6 +449,17 @@ func TestWaterfall(t *testing.T) {
 				weights += d.Weights
 				sum += d.Gap + d.Busy
 				reach = max(reach, d.End)
+			}
+			// Issue 17's budget: at most 7 dispatches a layer, Q6_K v
+			// layers too (their v joins the Q4_K q and k).
+			perLayer := map[int]int{}
+			for _, d := range w.Dispatches {
+				perLayer[d.Layer]++
+			}
+			for l := range m.HP.Layers {
+				if perLayer[l] > 7 {
+					t.Errorf("layer %d: %d dispatches, want at most 7", l, perLayer[l])
+				}
 			}
 			if layer != m.HP.Layers || attention != m.HP.Layers {
 				t.Errorf("last layer %d, %d attention dispatches; want the output after %d layers of attention", layer, attention, m.HP.Layers)

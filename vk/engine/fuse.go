@@ -226,20 +226,34 @@ func (f *fuser) product(d, m, a *tensor) bool {
 	}
 	for _, fu := range f.pending {
 		w := fu.mats[0].w
-		if fu.x == a && w.typ == m.typ && w.cols == m.cols && fu.q8 == q8 && len(fu.mats) < kernels.MaxStack &&
-			fu.gated == nil && f.sameBuffer(w, m) {
+		if fu.x == a && w.cols == m.cols && fu.q8 == q8 && len(fu.mats) < kernels.MaxStack && fu.gated == nil &&
+			!fu.mixed() && (w.typ == m.typ || kQuant(w.typ) && kQuant(m.typ) && len(fu.mats) > 0) && f.sameBuffer(w, m) {
+			// A K-quant of another type (Q4_K_M's Q6_K v after Q4_K q
+			// and k) joins as the stack's last matrix
+			// (kernels.Stack.LastType); nothing joins after it.
 			fu.mats = append(fu.mats, fusedMat{w: m, dst: d})
 			return true
 		}
 	}
-	// Another type over the same activations (Q4_K_M's Q6_K v) starts a
-	// second fusion beside the first: the ops after them may still attach
-	// to either. Anything else ends what is pending.
+	// Another type over the same activations, where the kernel cannot
+	// take it in the stack, starts a second fusion beside the first: the
+	// ops after them may still attach to either. Anything else ends what
+	// is pending.
 	if len(f.pending) > 0 && f.pending[0].x != a {
 		return false
 	}
 	f.pending = append(f.pending, &fusion{x: a, q8: q8, mats: []fusedMat{{w: m, dst: d}}})
 	return true
+}
+
+// kQuant says whether t is a K-quant, the types a stack may mix.
+func kQuant(t quant.Type) bool {
+	return t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K
+}
+
+// mixed says whether fu's last matrix is of another type than its first.
+func (fu *fusion) mixed() bool {
+	return fu.mats[len(fu.mats)-1].w.typ != fu.mats[0].w.typ
 }
 
 func isWeightType(m *tensor) bool {
@@ -328,7 +342,7 @@ func (f *fuser) storeKV(layer int, k, v *tensor, r *backend.RoPE) bool {
 func (f *fuser) gated(g kernels.GLU, d, gate, up *tensor, q8 bool) bool {
 	fu, gm := f.find(gate)
 	uf, um := f.find(up)
-	if f.on&FuseGLU == 0 || gm == nil || fu != uf || len(fu.mats) != 2 || gm != &fu.mats[0] || um != &fu.mats[1] ||
+	if f.on&FuseGLU == 0 || gm == nil || fu != uf || len(fu.mats) != 2 || gm != &fu.mats[0] || um != &fu.mats[1] || fu.mixed() ||
 		gm.bias != nil || um.bias != nil || gm.rope || um.rope || gm.cache != 0 || um.cache != 0 ||
 		gate.rows != up.rows || gate.cols != up.cols || d.rows != gate.rows || d.cols != gate.cols {
 		return false
@@ -376,6 +390,9 @@ func (f *fuser) take() []*fusion {
 func (fu *fusion) stack(n, slots int, kc, vc vk.Binding) *kernels.Stack {
 	w := fu.mats[0].w
 	st := &kernels.Stack{Type: w.typ, N: n, K: w.cols, Q8: fu.q8, Slots: slots}
+	if fu.mixed() {
+		st.LastType = fu.mats[len(fu.mats)-1].w.typ
+	}
 	if fu.rope != nil {
 		r, _ := kernelRoPE(*fu.rope)
 		st.Rope = r

@@ -569,7 +569,11 @@ func stackOp(k *kernels.Kernels, fu *fusion, st *kernels.Stack) string {
 		}
 		rows += fmt.Sprint(m.w.rows)
 	}
-	op := fmt.Sprintf("%s %sx%d %s %s", name, rows, st.K, st.Type, k.StackShape(st))
+	types := st.Type.String()
+	if fu.mixed() {
+		types += "+" + st.LastType.String()
+	}
+	op := fmt.Sprintf("%s %sx%d %s %s", name, rows, st.K, types, k.StackShape(st))
 	for _, m := range fu.mats {
 		if m.bias != nil {
 			op += " +bias"

@@ -26,8 +26,8 @@ type StackMat struct {
 }
 
 // Stack is a stacked matrix-vector product: the products of up to MaxStack
-// matrices of one type and row length with the same activations, in one
-// dispatch, each matrix's rows finished where they are computed (bias,
+// matrices of one row length with the same activations, in one dispatch,
+// all of one type but the last, which may be another K-quant (LastType), each matrix's rows finished where they are computed (bias,
 // RoPE, the store into a KV-cache ring) or, with Gated, the gated
 // activation of two matrices (gate and up) and its q8 copy. In decode it
 // replaces the q, k and v products, RoPE and both KV stores (or the gate
@@ -36,7 +36,11 @@ type StackMat struct {
 type Stack struct {
 	Mats []StackMat
 	Type quant.Type
-	N, K int
+	// LastType is the type of the last matrix where it differs from Type
+	// (Q4_K_M's Q6_K v beside Q4_K q and k); both must be K-quants. Zero
+	// (F32, never mixed) means Type.
+	LastType quant.Type
+	N, K     int
 	// X is f32 [N][K], or with Q8 the q8 layout (QuantizeQ8) read by the
 	// integer dot products.
 	X  vk.Binding
@@ -56,6 +60,14 @@ type Stack struct {
 	// gets act(gate) * up; GatedQ8 (not nil) its q8 copy too.
 	Gated   *GLU
 	GatedQ8 *vk.Binding
+}
+
+// typeOf is the type of matrix j.
+func (st *Stack) typeOf(j int) quant.Type {
+	if j == len(st.Mats)-1 && st.LastType != 0 {
+		return st.LastType
+	}
+	return st.Type
 }
 
 func (st *Stack) masks() (rope, cache, bias uint32) {
@@ -131,8 +143,18 @@ func (k *Kernels) checkStack(st *Stack, sh MatVecShape) error {
 	if st.N < 1 || st.N > MaxMatVecCols {
 		return fmt.Errorf("kernels: %s: %d columns, want 1 to %d", op, st.N, MaxMatVecCols)
 	}
-	if st.Q8 && !HasQ8(st.Type) {
-		return fmt.Errorf("kernels: %s: 8-bit activations with weights of type %s: %w", op, st.Type, quant.ErrUnsupported)
+	last := st.typeOf(n - 1)
+	if last != st.Type {
+		kq := func(t quant.Type) bool { return t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K }
+		if !kq(st.Type) || !kq(last) || n < 2 || st.Gated != nil {
+			return fmt.Errorf("kernels: %s: a last matrix of type %s after %s: mixed types need K-quants, two matrices or more, no gated activation: %w",
+				op, last, st.Type, quant.ErrUnsupported)
+		}
+	}
+	for _, t := range []quant.Type{st.Type, last} {
+		if st.Q8 && !HasQ8(t) {
+			return fmt.Errorf("kernels: %s: 8-bit activations with weights of type %s: %w", op, t, quant.ErrUnsupported)
+		}
 	}
 	if st.Q8 && !k.info.IntegerDot {
 		return fmt.Errorf("kernels: %s: the device lacks the integer dot product feature", op)
@@ -154,7 +176,7 @@ func (k *Kernels) checkStack(st *Stack, sh MatVecShape) error {
 		}
 	}
 	for j, m := range st.Mats {
-		if _, err := weightRow(op, st.Type, m.Rows, st.K); err != nil {
+		if _, err := weightRow(op, st.typeOf(j), m.Rows, st.K); err != nil {
 			return err
 		}
 		if m.Rope && m.Rows%st.Rope.HeadDim != 0 {
@@ -191,6 +213,10 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 	if err != nil {
 		return err
 	}
+	lastRB, err := weightRow(op, st.typeOf(len(st.Mats)-1), 1, st.K)
+	if err != nil {
+		return err
+	}
 	xSize := f32(st.N * st.K)
 	if st.Q8 {
 		xSize = Q8Bytes(st.N, st.K)
@@ -211,10 +237,15 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 		if m.W.Off%16 != 0 {
 			return fmt.Errorf("kernels: %s: weights at offset %d: need a multiple of 16", op, m.W.Off)
 		}
-		if err := need(fmt.Sprintf("%s weights %d", op, j), m.W, round4(int64(m.Rows)*int64(rb))); err != nil {
+		bytes := int64(rb)
+		if j == len(st.Mats)-1 {
+			bytes = int64(lastRB)
+		}
+		bytes = round4(int64(m.Rows) * bytes)
+		if err := need(fmt.Sprintf("%s weights %d", op, j), m.W, bytes); err != nil {
 			return err
 		}
-		lo, hi = min(lo, m.W.Off), max(hi, m.W.Off+round4(int64(m.Rows)*int64(rb)))
+		lo, hi = min(lo, m.W.Off), max(hi, m.W.Off+bytes)
 	}
 	if hi-lo > math.MaxUint32 {
 		return fmt.Errorf("kernels: %s: the matrices span %d bytes, more than 32-bit offsets reach", op, hi-lo)
@@ -295,11 +326,15 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 		}
 		label += fmt.Sprint(m.Rows)
 	}
-	s.Label(fmt.Sprintf("%sx%d %s", label, st.K, st.Type))
+	types := st.Type.String()
+	if last := st.typeOf(len(st.Mats) - 1); last != st.Type {
+		types += "+" + last.String()
+	}
+	s.Label(fmt.Sprintf("%sx%d %s", label, st.K, types))
 	s.Dispatch(p, []vk.Binding{outs[0], w, st.X, outs[1], outs[2], bias[0], bias[1], bias[2], step, factors, q8, counts},
 		vk.Push(uint32(st.K), uint32(rb), rows[0], rows[1], rows[2], off[0], off[1], off[2],
 			uint32(g[0]), uint32(g[1]), uint32(g[2]), uint32(r.HeadDim), uint32(r.Dims),
-			float32(math.Log2(float64(r.Base))), r.Scale, uint32(st.Slots)),
+			float32(math.Log2(float64(r.Base))), r.Scale, uint32(st.Slots), uint32(lastRB)),
 		gx, gy, 1)
 	return nil
 }
@@ -317,10 +352,10 @@ func (k *Kernels) StackSpec(st *Stack) vk.PipelineSpec {
 	if st.Gated != nil {
 		gated = 1 + uint32(*st.Gated)
 	}
-	return spec(name, 12, 64, sh.Wave,
+	return spec(name, 12, 68, sh.Wave,
 		uint32(sh.Lanes), uint32(st.Type), uint32(st.N), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0,
 		uint32(len(st.Mats)), rope, cache, bias, b32(rope != 0 && st.Rope.NeoX), b32(rope != 0 && st.Rope.Factors != nil),
-		gated, b32(st.GatedQ8 != nil), b32(st.Rows))
+		gated, b32(st.GatedQ8 != nil), b32(st.Rows), uint32(st.typeOf(len(st.Mats)-1)))
 }
 
 // countBlock is the size of a block of counters in words (64 KiB).

@@ -15,6 +15,7 @@ import (
 // first ropeMats of them rotated, the last cacheMats stored in rings.
 type stackCase struct {
 	qt        quant.Type
+	last      quant.Type // the last matrix's, where not qt (Stack.LastType)
 	K, n      int
 	rows      []int
 	bias      bool
@@ -70,6 +71,13 @@ func TestMatVecStack(t *testing.T) {
 		// Sequence 1 of a cache of two: its region only.
 		{qt: quant.Q8_0, K: 96, n: 2, rows: []int{128, 64, 64}, rope: llama, ropeMats: 2, cacheMats: 2, pos: 7, slots: 8,
 			regions: 2, seq: 1},
+		// Q4_K_M's layers with a Q6_K v: q and k rotated, k and v into
+		// their caches, v of the other type; and Q6_K before Q4_K over
+		// rows that end mid-workgroup, in an odd shape.
+		{qt: quant.Q4_K, last: quant.Q6_K, K: 768, n: 2, rows: []int{384, 128, 128}, rope: llama, ropeMats: 2, cacheMats: 2,
+			pos: 5, slots: 12},
+		{qt: quant.Q6_K, last: quant.Q4_K, K: 512, n: 1, rows: []int{70, 50}, bias: true, shape: MatVecShape{Lanes: 32, Rows: 6, Unroll: 2}},
+		{qt: quant.Q5_K, last: quant.Q6_K, K: 256, n: 3, rows: []int{8, 16, 24}, cacheMats: 1, pos: 3, slots: 4},
 		// Columns of three sequences of four (issue 20's batched decode),
 		// two past their ring's wrap, each rotated at its own position.
 		{qt: quant.Q4_K, K: 256, n: 3, rows: []int{240, 80, 80}, bias: true, rope: neox, ropeMats: 2, cacheMats: 2, slots: 8,
@@ -85,14 +93,18 @@ func TestMatVecStack(t *testing.T) {
 	}
 	for i, c := range cases {
 		for _, q8 := range []bool{false, true} {
-			if q8 && !HasQ8(c.qt) {
+			if q8 && (!HasQ8(c.qt) || c.last != 0 && !HasQ8(c.last)) {
 				continue
 			}
 			if q8 && !k.info.IntegerDot {
 				t.Logf("%s lacks integer dot products: the q8 stacks are not checked", k.info.Name)
 				continue
 			}
-			t.Run(fmt.Sprintf("%d/%s/K%d/n%d/%v/q8=%v", i, c.qt, c.K, c.n, c.rows, q8), func(t *testing.T) {
+			types := c.qt.String()
+			if c.last != 0 {
+				types += "+" + c.last.String()
+			}
+			t.Run(fmt.Sprintf("%d/%s/K%d/n%d/%v/q8=%v", i, types, c.K, c.n, c.rows, q8), func(t *testing.T) {
 				testStack(t, k, c, q8)
 			})
 		}
@@ -116,15 +128,19 @@ func requiredWaves(t *testing.T, k *Kernels) []int {
 }
 
 // stackWeights uploads matrices of rows[j] x K random weights of type qt
-// into one buffer, the first 256 bytes in and each next one at the next
+// (the last of type last, where not 0) into one buffer, the first 256 bytes in and each next one at the next
 // multiple of 16, and returns their bindings and exact values.
-func stackWeights(t *testing.T, r *rand.Rand, qt quant.Type, K int, rows []int) ([]vk.Binding, [][]float32) {
+func stackWeights(t *testing.T, r *rand.Rand, qt, last quant.Type, K int, rows []int) ([]vk.Binding, [][]float32) {
 	t.Helper()
 	var raws [][]byte
 	var deqs [][]float32
 	offs := []int64{256}
-	for _, m := range rows {
-		raw, deq := quantized(t, r, qt, m, K)
+	for j, m := range rows {
+		typ := qt
+		if j == len(rows)-1 && last != 0 {
+			typ = last
+		}
+		raw, deq := quantized(t, r, typ, m, K)
 		raws, deqs = append(raws, raw), append(deqs, deq)
 		offs = append(offs, (offs[len(offs)-1]+int64(len(raw))+15)&^15)
 	}
@@ -153,14 +169,14 @@ func stackX(t *testing.T, k *Kernels, r *rand.Rand, n, K int, q8 bool) (vk.Bindi
 
 func testStack(t *testing.T, k *Kernels, c stackCase, q8 bool) {
 	r := rand.New(rand.NewPCG(uint64(c.K), uint64(c.n*100+len(c.rows))))
-	ws, deqs := stackWeights(t, r, c.qt, c.K, c.rows)
+	ws, deqs := stackWeights(t, r, c.qt, c.last, c.K, c.rows)
 	xb, x := stackX(t, k, r, c.n, c.K, q8)
 	step := u32Bytes(uint32(c.pos), uint32(c.seq))
 	if c.seqRows != nil {
 		step = AppendRowTable(nil, c.seqRows.seqs, c.seqRows.pos)
 	}
 	regions := max(c.regions, 1)
-	st := Stack{Type: c.qt, N: c.n, K: c.K, X: xb, Q8: q8, Shape: c.shape, Slots: c.slots, Seqs: c.regions,
+	st := Stack{Type: c.qt, LastType: c.last, N: c.n, K: c.K, X: xb, Q8: q8, Shape: c.shape, Slots: c.slots, Seqs: c.regions,
 		Rows: c.seqRows != nil, Step: whole(buffer(t, int64(len(step)), step))}
 	var ff []float32
 	if c.rope != nil {
@@ -320,7 +336,7 @@ func TestMatVecStackGated(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%d/%s/%s/K%d/n%d/rows%d/q8=%v", i, c.g, c.qt, c.K, c.n, c.rows, q8), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(c.K), uint64(c.rows)))
-				ws, deqs := stackWeights(t, r, c.qt, c.K, []int{c.rows, c.rows})
+				ws, deqs := stackWeights(t, r, c.qt, 0, c.K, []int{c.rows, c.rows})
 				xb, x := stackX(t, k, r, c.n, c.K, q8)
 				gate, gScale := matRef(deqs[0], x, c.n, c.rows, c.K)
 				up, uScale := matRef(deqs[1], x, c.n, c.rows, c.K)
@@ -388,6 +404,12 @@ func TestMatVecStackRejects(t *testing.T) {
 			s.Gated, s.GatedQ8, s.Shape = &g, &out, MatVecShape{32, 6, 1, 0} // 3 rows of each: 32/3 is no count
 		},
 		"f16 q8": func(s *Stack) { s.Type, s.Q8 = quant.F16, true },
+		// Mixed types: K-quants only, never gated.
+		"q8_0 beside q6_k": func(s *Stack) { s.K, s.LastType = 256, quant.Q6_K },
+		"mixed gated": func(s *Stack) {
+			s.Type, s.LastType, s.K, s.Gated = quant.Q4_K, quant.Q6_K, 256, &g
+		},
+		"one mixed matrix": func(s *Stack) { s.Type, s.LastType, s.K, s.Mats = quant.Q4_K, quant.Q6_K, 256, s.Mats[:1] },
 	} {
 		st := base()
 		edit(&st)
