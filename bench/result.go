@@ -6,12 +6,12 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/vkinfer/vkinfer/backend"
 	"github.com/vkinfer/vkinfer/gguf"
+	"github.com/vkinfer/vkinfer/internal/buildinfo"
 	"github.com/vkinfer/vkinfer/vk/engine"
 )
 
@@ -187,24 +187,6 @@ func cpuName() string {
 type build struct{ commit, time string }
 
 func readBuild() build {
-	b := build{commit: "unknown"}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	dirty := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.commit = s.Value[:min(8, len(s.Value))]
-		case "vcs.time":
-			b.time = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if dirty && b.commit != "unknown" {
-		b.commit += "-dirty"
-	}
-	return b
+	i := buildinfo.Read()
+	return build{commit: i.Commit, time: i.Time}
 }

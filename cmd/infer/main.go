@@ -10,14 +10,17 @@
 //	infer check -m model.gguf                   compare the GPU engine with the CPU engine
 //	infer tune                                  sweep kernel geometry on this device
 //	infer kernels -m model.gguf                 the engine's pipelines for a model, with the compiler's statistics
+//	infer --version                             the commit the binary was built from
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/pflag"
+	"github.com/vkinfer/vkinfer/internal/buildinfo"
 )
 
 // commands maps a subcommand to its entry point; anything else is `run`.
@@ -36,6 +39,10 @@ var commands = map[string]func(args []string) error{
 
 func main() {
 	args := os.Args[1:]
+	if len(args) == 1 && args[0] == "--version" {
+		fmt.Println(version())
+		return
+	}
 	cmd := runCmd
 	if len(args) > 0 {
 		if c, ok := commands[args[0]]; ok {
@@ -49,4 +56,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// version is what infer --version prints: the commit, its time, and the
+// Go toolchain and platform that built the binary.
+func version() string {
+	b := buildinfo.Read()
+	v := "infer version " + b.Commit
+	if b.Time != "" {
+		v += " (" + b.Time + ")"
+	}
+	return fmt.Sprintf("%s, built with %s for %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,18 @@ func TestGoldenContinuation(t *testing.T) {
 
 // TestBadInput checks that every kind of bad input ends with a one-line
 // error and exit status 1, quickly, and never a panic.
+// TestVersion: infer --version prints one line, the commit (or
+// "unknown" where the build carries no version-control stamps) and the
+// toolchain, and exits 0.
+func TestVersion(t *testing.T) {
+	r := infer(t, "--version")
+	line := strings.TrimSuffix(r.stdout, "\n")
+	if r.code != 0 || !strings.HasPrefix(line, "infer version ") || strings.Contains(line, "\n") ||
+		!strings.Contains(line, runtime.Version()) || r.stderr != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	good, err := os.ReadFile(fixtures.Path(t, "stories260K.gguf"))
