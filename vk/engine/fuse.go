@@ -227,7 +227,7 @@ func (f *fuser) product(d, m, a *tensor) bool {
 	for _, fu := range f.pending {
 		w := fu.mats[0].w
 		if fu.x == a && w.cols == m.cols && fu.q8 == q8 && len(fu.mats) < kernels.MaxStack && fu.gated == nil &&
-			!fu.mixed() && (w.typ == m.typ || kQuant(w.typ) && kQuant(m.typ) && len(fu.mats) > 0) && f.sameBuffer(w, m) {
+			!fu.mixed() && (w.typ == m.typ || kernels.StackMixes(w.typ) && kernels.StackMixes(m.typ)) && f.sameBuffer(w, m) {
 			// A K-quant of another type (Q4_K_M's Q6_K v after Q4_K q
 			// and k) joins as the stack's last matrix
 			// (kernels.Stack.LastType); nothing joins after it.
@@ -244,11 +244,6 @@ func (f *fuser) product(d, m, a *tensor) bool {
 	}
 	f.pending = append(f.pending, &fusion{x: a, q8: q8, mats: []fusedMat{{w: m, dst: d}}})
 	return true
-}
-
-// kQuant says whether t is a K-quant, the types a stack may mix.
-func kQuant(t quant.Type) bool {
-	return t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K
 }
 
 // mixed says whether fu's last matrix is of another type than its first.

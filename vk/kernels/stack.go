@@ -27,7 +27,8 @@ type StackMat struct {
 
 // Stack is a stacked matrix-vector product: the products of up to MaxStack
 // matrices of one row length with the same activations, in one dispatch,
-// all of one type but the last, which may be another K-quant (LastType), each matrix's rows finished where they are computed (bias,
+// all of one type but the last, which may be another K-quant (LastType),
+// each matrix's rows finished where they are computed (bias,
 // RoPE, the store into a KV-cache ring) or, with Gated, the gated
 // activation of two matrices (gate and up) and its q8 copy. In decode it
 // replaces the q, k and v products, RoPE and both KV stores (or the gate
@@ -60,6 +61,13 @@ type Stack struct {
 	// gets act(gate) * up; GatedQ8 (not nil) its q8 copy too.
 	Gated   *GLU
 	GatedQ8 *vk.Binding
+}
+
+// StackMixes says whether a stack may mix t with another type of its
+// kind: the K-quants, whose 256-value blocks all cut into eight 32-value
+// slices (matvec_stack.glsl's LAST_QTYPE).
+func StackMixes(t quant.Type) bool {
+	return t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K
 }
 
 // typeOf is the type of matrix j.
@@ -145,8 +153,7 @@ func (k *Kernels) checkStack(st *Stack, sh MatVecShape) error {
 	}
 	last := st.typeOf(n - 1)
 	if last != st.Type {
-		kq := func(t quant.Type) bool { return t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K }
-		if !kq(st.Type) || !kq(last) || n < 2 || st.Gated != nil {
+		if !StackMixes(st.Type) || !StackMixes(last) || n < 2 || st.Gated != nil {
 			return fmt.Errorf("kernels: %s: a last matrix of type %s after %s: mixed types need K-quants, two matrices or more, no gated activation: %w",
 				op, last, st.Type, quant.ErrUnsupported)
 		}
