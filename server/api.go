@@ -36,7 +36,8 @@ type request struct {
 	RepeatPenalty    *float64 `json:"repeat_penalty"`
 	IgnoreEOS        bool     `json:"ignore_eos"` // llama-server's: generate past end-of-generation tokens
 	N                *int     `json:"n"`
-	Logprobs         any      `json:"logprobs"` // chat: a bool, completions: a count
+	Logprobs         any      `json:"logprobs"`     // chat: a bool, completions: a count
+	TopLogprobs      *int     `json:"top_logprobs"` // chat: alternatives per token
 	Tools            []any    `json:"tools"`
 }
 
@@ -100,10 +101,13 @@ type params struct {
 	stream       bool
 	includeUsage bool
 	ignoreEOS    bool
+	logprobs     bool // the response reports each token's log-probability
+	topLogprobs  int  // and this many alternatives
 }
 
-// validate checks the fields chat and completions share.
-func (req *request) validate() (params, error) {
+// validate checks the fields chat and completions share; chat says which
+// of the two the request is, where their fields differ.
+func (req *request) validate(chat bool) (params, error) {
 	p := params{maxTokens: -1, temp: req.Temperature, topP: req.TopP, topK: req.TopK, minP: req.MinP, seed: req.Seed,
 		presence: req.PresencePenalty, frequency: req.FrequencyPenalty, repeat: req.RepeatPenalty, stream: req.Stream,
 		ignoreEOS: req.IgnoreEOS}
@@ -139,8 +143,8 @@ func (req *request) validate() (params, error) {
 	if req.N != nil && *req.N != 1 {
 		return p, invalid("n %d: only one choice per request is supported", *req.N)
 	}
-	if b, ok := req.Logprobs.(bool); req.Logprobs != nil && !(ok && !b) {
-		return p, invalid("logprobs are not supported")
+	if err := req.logprobs(chat, &p); err != nil {
+		return p, err
 	}
 	if len(req.Tools) > 0 {
 		return p, invalid("tools are not supported")
@@ -157,6 +161,47 @@ func (req *request) validate() (params, error) {
 	}
 	p.stop = stop
 	return p, nil
+}
+
+// logprobs reads the log-probability fields: chat's logprobs (a bool) and
+// top_logprobs, completions' logprobs (the number of alternatives). false
+// or null is off on both.
+func (req *request) logprobs(chat bool, p *params) error {
+	top := func(name string, n float64) error {
+		if n != math.Trunc(n) || n < 0 || n > maxTopLogprobs {
+			return invalid("%s %v: want a whole number from 0 to %d", name, n, maxTopLogprobs)
+		}
+		p.topLogprobs = int(n)
+		return nil
+	}
+	switch v := req.Logprobs.(type) {
+	case nil:
+	case bool:
+		if v && !chat {
+			return invalid("logprobs true: completions take the number of alternatives (0 to %d)", maxTopLogprobs)
+		}
+		p.logprobs = v
+	case float64:
+		if chat {
+			return invalid("logprobs %v: chat takes true or false, and top_logprobs for alternatives", v)
+		}
+		p.logprobs = true
+		if err := top("logprobs", v); err != nil {
+			return err
+		}
+	default:
+		return invalid("logprobs: want a boolean (chat) or a number (completions)")
+	}
+	if req.TopLogprobs != nil {
+		switch {
+		case !chat:
+			return invalid("top_logprobs: a chat field; completions take logprobs N")
+		case !p.logprobs:
+			return invalid("top_logprobs: only allowed when logprobs is true")
+		}
+		return top("top_logprobs", float64(*req.TopLogprobs))
+	}
+	return nil
 }
 
 // parseStop reads stop: absent, null, a string, or an array of up to

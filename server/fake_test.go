@@ -27,6 +27,15 @@ func (m fakeModel) IsEOG(id int32) bool {
 	return id == fakeEOS
 }
 func (m fakeModel) NewDecoder() Decoder { return &byteDecoder{} }
+func (m fakeModel) Piece(id int32) string {
+	switch {
+	case id < 256:
+		return string([]byte{byte(id)})
+	case id == fakeBOS:
+		return "<s>"
+	}
+	return "</s>"
+}
 
 func (m fakeModel) Tokenize(text string) []int32 {
 	ids := []int32{fakeBOS}

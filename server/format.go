@@ -34,12 +34,12 @@ type response struct {
 }
 
 type choice struct {
-	Index        int       `json:"index"`
-	Message      *delta    `json:"message,omitempty"` // chat, whole
-	Delta        *delta    `json:"delta,omitempty"`   // chat, streamed
-	Text         *string   `json:"text,omitempty"`    // completions
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int     `json:"index"`
+	Message      *delta  `json:"message,omitempty"` // chat, whole
+	Delta        *delta  `json:"delta,omitempty"`   // chat, streamed
+	Text         *string `json:"text,omitempty"`    // completions
+	Logprobs     any     `json:"logprobs"`          // null unless asked for
+	FinishReason *string `json:"finish_reason"`
 }
 
 type delta struct {
@@ -52,9 +52,9 @@ func (f format) newResponse(id, modelName string) response {
 }
 
 // whole is the non-streamed response.
-func (r response) whole(text, reason string, u usage) response {
+func (r response) whole(text, reason string, u usage, logprobs any) response {
 	r.Object = r.f.object
-	c := choice{FinishReason: &reason}
+	c := choice{FinishReason: &reason, Logprobs: logprobs}
 	if r.f.chat {
 		c.Message = &delta{Role: "assistant", Content: &text}
 	} else {
@@ -64,10 +64,12 @@ func (r response) whole(text, reason string, u usage) response {
 	return r
 }
 
-// chunk is a streamed piece of text; with a finish reason, the last one.
-func (r response) chunk(text string, role bool, reason *string) response {
+// chunk is a streamed piece of text, with the log-probabilities of the
+// tokens sampled since the last chunk when asked for; with a finish reason,
+// the last one.
+func (r response) chunk(text string, role bool, reason *string, logprobs any) response {
 	r.Object = r.f.chunk
-	c := choice{FinishReason: reason}
+	c := choice{FinishReason: reason, Logprobs: logprobs}
 	if r.f.chat {
 		d := &delta{}
 		if role {
@@ -118,7 +120,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, out *stream, p p
 		}
 		return rc.Flush() == nil
 	}
-	if resp.f.chat && !send(resp.chunk("", true, nil)) {
+	if resp.f.chat && !send(resp.chunk("", true, nil, nil)) {
 		return nil
 	}
 	for {
@@ -126,7 +128,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, out *stream, p p
 		if err != nil {
 			return nil // the client has gone; the scheduler frees its slot
 		}
-		if part.text != "" && !send(resp.chunk(part.text, false, nil)) {
+		if (part.text != "" || len(part.logprobs) > 0) &&
+			!send(resp.chunk(part.text, false, nil, logprobsJSON(resp.f, s.cfg.Model.Piece, part.logprobs, p.logprobs))) {
 			return nil
 		}
 		if !part.done {
@@ -136,7 +139,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, out *stream, p p
 			send(internal(part.err).body())
 			return nil
 		}
-		if !send(resp.chunk("", false, &part.reason)) {
+		if !send(resp.chunk("", false, &part.reason, nil)) {
 			return nil
 		}
 		if p.includeUsage && !send(resp.usageChunk(part.usage)) {

@@ -40,6 +40,7 @@ type genRequest struct {
 	sampling  sample.Params
 	stop      []string
 	ignoreEOS bool // end-of-generation tokens are text like any other
+	logprobs  int  // alternatives reported per token; < 0: no logprobs
 }
 
 // job is a generation request inside the scheduler.
@@ -48,6 +49,8 @@ type job struct {
 	id      uint64
 	ctx     context.Context
 	sampler *sample.Sampler
+	lp      *logprobs    // nil unless the request asked for logprobs
+	sampled tokenLogprob // the entry of the token just sampled
 	text    *textStream
 	out     *stream
 
@@ -137,6 +140,9 @@ func (s *scheduler) submit(ctx context.Context, r genRequest) (*stream, error) {
 	s.nextID++
 	j := &job{genRequest: r, id: s.nextID, ctx: ctx, sampler: sample.New(r.sampling),
 		text: newTextStream(s.cfg.model.NewDecoder(), r.stop), out: newStream()}
+	if r.logprobs >= 0 {
+		j.lp = &logprobs{top: r.logprobs}
+	}
 	s.queue = append(s.queue, j)
 	select {
 	case s.wake <- struct{}{}:
@@ -243,13 +249,22 @@ func (s *scheduler) sample(slots []*slot, batch []Seq) []int32 {
 		s.ids = make([]int32, len(slots))
 	}
 	ids := s.ids[:len(slots)]
+	one := func(j *job, logits []float32) int32 {
+		if j.lp == nil {
+			return j.sampler.Sample(logits)
+		}
+		j.lp.measure(logits)
+		id := j.sampler.Sample(logits)
+		j.sampled = j.lp.entry(id)
+		return id
+	}
 	if len(slots) == 1 {
-		ids[0] = slots[0].job.sampler.Sample(batch[0].Logits)
+		ids[0] = one(slots[0].job, batch[0].Logits)
 		return ids
 	}
 	var wg sync.WaitGroup
 	for i, sl := range slots {
-		wg.Go(func() { ids[i] = sl.job.sampler.Sample(batch[i].Logits) })
+		wg.Go(func() { ids[i] = one(sl.job, batch[i].Logits) })
 	}
 	wg.Wait()
 	return ids
@@ -405,8 +420,12 @@ func (s *scheduler) take(sl *slot, id int32) {
 	}
 	j.sampler.Accept(id)
 	text, stopped := j.text.add(id)
-	if text != "" {
-		j.out.push(text)
+	var lp *tokenLogprob
+	if j.lp != nil {
+		lp = &j.sampled
+	}
+	if text != "" || lp != nil {
+		j.out.push(text, lp)
 	}
 	switch {
 	case stopped:
@@ -423,7 +442,7 @@ func (s *scheduler) finish(sl *slot, reason string, err error) {
 	j := sl.job
 	if reason == "stop" || reason == "length" {
 		if text := j.text.flush(); text != "" {
-			j.out.push(text)
+			j.out.push(text, nil)
 		}
 	}
 	u := usage{PromptTokens: len(j.prompt), CompletionTokens: j.generated, TotalTokens: len(j.prompt) + j.generated}
@@ -459,13 +478,14 @@ func (s *scheduler) logTimings(slot int, j *job, reason string) {
 // without ever blocking the scheduler on a slow client: text accumulates
 // until the handler takes it.
 type stream struct {
-	mu      sync.Mutex
-	pending []byte
-	done    bool
-	reason  string // stop, length, cancelled or error
-	usage   usage
-	err     error
-	ready   chan struct{} // cap 1: signalled on every change
+	mu       sync.Mutex
+	pending  []byte
+	logprobs []tokenLogprob // of the tokens whose text is pending or held back
+	done     bool
+	reason   string // stop, length, cancelled or error
+	usage    usage
+	err      error
+	ready    chan struct{} // cap 1: signalled on every change
 }
 
 func newStream() *stream { return &stream{ready: make(chan struct{}, 1)} }
@@ -477,9 +497,14 @@ func (st *stream) signal() {
 	}
 }
 
-func (st *stream) push(text string) {
+// push adds text and, where the request asked for them, the entry of the
+// token that produced it (its text may still be held back).
+func (st *stream) push(text string, lp *tokenLogprob) {
 	st.mu.Lock()
 	st.pending = append(st.pending, text...)
+	if lp != nil {
+		st.logprobs = append(st.logprobs, *lp)
+	}
 	st.mu.Unlock()
 	st.signal()
 }
@@ -493,21 +518,22 @@ func (st *stream) end(reason string, u usage, err error) {
 
 // streamPart is what the handler takes from a stream.
 type streamPart struct {
-	text   string
-	done   bool
-	reason string
-	usage  usage
-	err    error
+	text     string
+	logprobs []tokenLogprob
+	done     bool
+	reason   string
+	usage    usage
+	err      error
 }
 
 // next waits for new text or the end (or for ctx) and takes it.
 func (st *stream) next(ctx context.Context) (streamPart, error) {
 	for {
 		st.mu.Lock()
-		p := streamPart{text: string(st.pending), done: st.done, reason: st.reason, usage: st.usage, err: st.err}
-		st.pending = st.pending[:0]
+		p := streamPart{text: string(st.pending), logprobs: st.logprobs, done: st.done, reason: st.reason, usage: st.usage, err: st.err}
+		st.pending, st.logprobs = st.pending[:0], nil
 		st.mu.Unlock()
-		if p.text != "" || p.done {
+		if p.text != "" || len(p.logprobs) > 0 || p.done {
 			return p, nil
 		}
 		select {

@@ -27,6 +27,9 @@ type Model interface {
 	// holds them).
 	Tokenize(text string) []int32
 	NewDecoder() Decoder
+	// Piece is a token's own bytes, which may be part of a UTF-8
+	// sequence (logprobs report tokens one by one).
+	Piece(id int32) string
 	IsEOG(id int32) bool
 	// ApplyTemplate renders a conversation with the model's chat template
 	// and the generation prompt after it.
@@ -202,7 +205,7 @@ func (s *Server) completion(promptOf func(*request) ([]int32, error), f format) 
 		if err != nil {
 			return err
 		}
-		p, err := req.validate()
+		p, err := req.validate(f.chat)
 		if err != nil {
 			return err
 		}
@@ -251,8 +254,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p params, prom
 	case len(prompt) >= ctx:
 		return tooLong(len(prompt), ctx)
 	}
-	out, err := s.sched.submit(r.Context(), genRequest{prompt: prompt, maxTokens: p.maxTokens, sampling: s.sampling(p),
-		stop: p.stop, ignoreEOS: p.ignoreEOS})
+	g := genRequest{prompt: prompt, maxTokens: p.maxTokens, sampling: s.sampling(p), stop: p.stop, ignoreEOS: p.ignoreEOS,
+		logprobs: -1}
+	if p.logprobs {
+		g.logprobs = p.topLogprobs
+	}
+	out, err := s.sched.submit(r.Context(), g)
 	if err != nil {
 		return err
 	}
@@ -261,18 +268,21 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p params, prom
 		return s.stream(w, r, out, p, f.newResponse(id, s.cfg.Model.Name()))
 	}
 	var text strings.Builder
+	var lps []tokenLogprob
 	for {
 		part, err := out.next(r.Context())
 		if err != nil {
 			return nil // the client has gone: nobody to answer
 		}
 		text.WriteString(part.text)
+		lps = append(lps, part.logprobs...)
 		if part.done {
 			if part.err != nil {
 				return internal(part.err)
 			}
 			resp := f.newResponse(id, s.cfg.Model.Name())
-			writeJSON(w, http.StatusOK, resp.whole(text.String(), part.reason, part.usage))
+			writeJSON(w, http.StatusOK, resp.whole(text.String(), part.reason, part.usage,
+				logprobsJSON(f, s.cfg.Model.Piece, lps, p.logprobs)))
 			return nil
 		}
 	}

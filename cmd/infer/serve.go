@@ -157,6 +157,7 @@ func (s *servedModel) VocabSize() int               { return s.m.HP.Vocab }
 func (s *servedModel) Tokenize(text string) []int32 { return chat.Tokenize(s.m.Tok, text) }
 func (s *servedModel) NewDecoder() server.Decoder   { return s.m.Tok.NewDecoder() }
 func (s *servedModel) IsEOG(id int32) bool          { return s.m.Tok.IsEOG(id) }
+func (s *servedModel) Piece(id int32) string        { return s.m.Tok.Piece(id) }
 
 func (s *servedModel) ApplyTemplate(msgs []server.Message) (string, error) {
 	conv := make([]chat.Message, len(msgs))

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,6 +134,66 @@ func streamText(ctx context.Context, client openai.Client, p openai.CompletionNe
 	return b.String()
 }
 
+// streamed is a streamed completion's text and its tokens' logprobs.
+type streamed struct {
+	text   string
+	tokens []string
+	lps    []float64            // of the chosen tokens
+	top    []map[string]float64 // the most likely tokens at each
+}
+
+// streamLogprobs streams a completion that asks for logprobs.
+func streamLogprobs(t *testing.T, ctx context.Context, client openai.Client, p openai.CompletionNewParams) streamed {
+	st := client.Completions.NewStreaming(ctx, p)
+	var r streamed
+	for st.Next() {
+		if ch := st.Current().Choices; len(ch) > 0 {
+			r.text += ch[0].Text
+			lp := ch[0].Logprobs
+			r.tokens, r.lps, r.top = append(r.tokens, lp.Tokens...), append(r.lps, lp.TokenLogprobs...), append(r.top, lp.TopLogprobs...)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Errorf("stream: %v", err)
+	}
+	// The tokens' texts need not join to the text: a token that ends
+	// inside a UTF-8 sequence is not valid JSON text on its own.
+	if len(r.tokens) == 0 || len(r.lps) != len(r.tokens) || len(r.top) != len(r.tokens) {
+		t.Errorf("logprobs of %d tokens (%d, %d) for %q", len(r.tokens), len(r.lps), len(r.top), r.text)
+	}
+	return r
+}
+
+// parts compares greedy stream b with a: -1 if they are equal, else the
+// token at which they part and, unless a's two most likely tokens there
+// were within tol of each other and b took the second, why that is wrong.
+func (a streamed) parts(b streamed, tol float64) (int, string) {
+	k := 0
+	for k < len(a.tokens) && k < len(b.tokens) && a.tokens[k] == b.tokens[k] {
+		k++
+	}
+	if k == len(a.tokens) && k == len(b.tokens) {
+		return -1, ""
+	}
+	if k == len(a.tokens) || k == len(b.tokens) {
+		return k, "one ends where the other goes on"
+	}
+	best := slices.Sorted(maps.Values(a.top[k]))
+	slices.Reverse(best)
+	theirs, ok := b.top[k][a.tokens[k]]
+	switch {
+	case len(best) < 2 || a.lps[k] != best[0]:
+		return k, fmt.Sprintf("the lone run's token %q is not its most likely (%v)", a.tokens[k], a.top[k])
+	case best[0]-best[1] > tol:
+		return k, fmt.Sprintf("the lone run's two best are %.4f apart, more than %v (%v)", best[0]-best[1], tol, a.top[k])
+	case a.top[k][b.tokens[k]] != best[1]:
+		return k, fmt.Sprintf("took %q, not the lone run's second (%v)", b.tokens[k], a.top[k])
+	case !ok || b.lps[k]-theirs > tol:
+		return k, fmt.Sprintf("the lone run's %q is not within %v of %q in its own run (%v)", a.tokens[k], tol, b.tokens[k], b.top[k])
+	}
+	return k, ""
+}
+
 // TestServeSDK drives `infer serve` with OpenAI's Go SDK on the CPU
 // backend and on Vulkan (lavapipe): a greedy completion equals
 // `infer --temp 0`'s text, a streamed chat arrives in chunks and equals the
@@ -205,24 +267,59 @@ func testServeSDK(t *testing.T, backend string) {
 	})
 
 	t.Run("8 streams", func(t *testing.T) {
-		run := func(i int) string {
-			return streamText(ctx, s.client, openai.CompletionNewParams{Model: "tiny-qwen3",
+		// Greedy, with each token's two most likely: the Vulkan engine
+		// prefills prompts that arrive together in row programs, whose
+		// logits differ from a lone prompt's by up to about 1e-3 of the
+		// largest (TestEvalBatchVulkan), so a stream may part from its lone
+		// text only where the lone run's two best tokens were that close.
+		run := func(i int) streamed {
+			return streamLogprobs(t, ctx, s.client, openai.CompletionNewParams{Model: "tiny-qwen3",
 				Prompt: promptParam(fmt.Sprintf("Story %d: once", i)), MaxTokens: openai.Int(int64(16 + 3*i)),
-				Temperature: openai.Float(0.8), Seed: openai.Int(int64(i))})
+				Temperature: openai.Float(0), Logprobs: openai.Int(2)})
 		}
-		alone := make([]string, 8)
+		alone := make([]streamed, 8)
 		for i := range alone {
 			alone[i] = run(i)
 		}
-		together := make([]string, 8)
+		together := make([]streamed, 8)
 		var wg sync.WaitGroup
 		for i := range together {
 			wg.Go(func() { together[i] = run(i) })
 		}
 		wg.Wait()
+		parted := 0
 		for i := range alone {
-			if together[i] != alone[i] {
-				t.Errorf("stream %d: %q concurrently, %q alone", i, together[i], alone[i])
+			k, why := alone[i].parts(together[i], 0.05)
+			if why != "" {
+				t.Errorf("stream %d parts at token %d: %s\nconcurrently %q\nalone        %q", i, k, why, together[i].text, alone[i].text)
+			}
+			if k >= 0 {
+				parted++
+			}
+		}
+		t.Logf("%d of 8 streams parted from their lone text at a near-tie", parted)
+		if backend == "cpu" {
+			// Sampled, each stream with its own seed: each slot draws from a
+			// sampler of its own. The CPU engine's rows equal a lone
+			// evaluation to 1e-5, so the texts are equal.
+			sampled := func(i int) string {
+				return streamText(ctx, s.client, openai.CompletionNewParams{Model: "tiny-qwen3",
+					Prompt: promptParam(fmt.Sprintf("Story %d: once", i)), MaxTokens: openai.Int(int64(16 + 3*i)),
+					Temperature: openai.Float(0.8), Seed: openai.Int(int64(i))})
+			}
+			lone := make([]string, 8)
+			for i := range lone {
+				lone[i] = sampled(i)
+			}
+			conc := make([]string, 8)
+			for i := range conc {
+				wg.Go(func() { conc[i] = sampled(i) })
+			}
+			wg.Wait()
+			for i := range lone {
+				if conc[i] != lone[i] {
+					t.Errorf("sampled stream %d: %q concurrently, %q alone", i, conc[i], lone[i])
+				}
 			}
 		}
 		// On a backend that decodes several sequences together each slot
@@ -314,5 +411,32 @@ func TestServeShutdown(t *testing.T) {
 	}
 	if err := s.cmd.wait(); err != nil {
 		t.Errorf("exit: %v\n%s", err, s.stderr())
+	}
+}
+
+// TestStreamedParts: the comparison of greedy streams lets one part from
+// the other only at a near-tie, to the second most likely token.
+func TestStreamedParts(t *testing.T) {
+	at := func(toks []string, lps []float64, tops ...map[string]float64) streamed {
+		return streamed{tokens: toks, lps: lps, top: tops}
+	}
+	a := at([]string{"x", "y"}, []float64{-0.1, -0.5}, map[string]float64{"x": -0.1, "q": -3}, map[string]float64{"y": -0.5, "z": -0.52})
+	for _, c := range []struct {
+		name string
+		b    streamed
+		k    int
+		ok   bool
+	}{
+		{"equal", a, -1, true},
+		{"near-tie", at([]string{"x", "z"}, []float64{-0.1, -0.49}, a.top[0], map[string]float64{"z": -0.49, "y": -0.51}), 1, true},
+		{"wide gap", at([]string{"q", "y"}, []float64{-0.1, -0.5}, map[string]float64{"q": -0.1, "x": -0.11}, a.top[1]), 0, false},
+		{"not the second", at([]string{"x", "w"}, []float64{-0.1, -0.4}, a.top[0], map[string]float64{"w": -0.4, "y": -0.41}), 1, false},
+		{"far in its own run", at([]string{"x", "z"}, []float64{-0.1, -0.1}, a.top[0], map[string]float64{"z": -0.1, "y": -0.9}), 1, false},
+		{"ends early", at([]string{"x"}, []float64{-0.1}, a.top[0]), 1, false},
+	} {
+		k, why := a.parts(c.b, 0.05)
+		if k != c.k || (why == "") != c.ok {
+			t.Errorf("%s: parts at %d (%q), want %d and ok %v", c.name, k, why, c.k, c.ok)
+		}
 	}
 }
