@@ -39,18 +39,22 @@ const (
 	// and beside the norm before it rather than after it: the kernel
 	// normalises the residual itself.
 	FuseRouter
+	// FuseHeads: the head norms of q and k, the rotation of q and the
+	// stores of k and v (Qwen3, Gemma 3) in one dispatch
+	// (kernels.HeadRope) instead of five.
+	FuseHeads
 
 	// fuseAll is every fusion, the default.
-	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU | FuseRouter
+	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU | FuseRouter | FuseHeads
 )
 
 var fusionNames = []struct {
 	f    Fusion
 	name string
-}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}, {FuseRouter, "router"}}
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}, {FuseRouter, "router"}, {FuseHeads, "heads"}}
 
 // ParseFusions reads a comma-separated list of fusion names (stack, rope,
-// glu, moe, moeglu, router; "all" for every one; "" for none).
+// glu, moe, moeglu, router, heads; "all" for every one; "" for none).
 func ParseFusions(s string) (Fusion, error) {
 	var f Fusion
 	for _, name := range strings.Split(s, ",") {
@@ -69,7 +73,7 @@ func ParseFusions(s string) (Fusion, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu, router or all)", name)
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu, router, heads or all)", name)
 		}
 	}
 	return f, nil
@@ -126,6 +130,89 @@ type fuser struct {
 	// expert is a decode expert product held for the op after it (FuseMoE),
 	// nil when none is.
 	expert *expertProduct
+	// heads is a head-norm chain being gathered (FuseHeads), nil when
+	// none is. It starts after a flush, so whatever is pending came after
+	// it, and a flush records it first.
+	heads *headChain
+}
+
+// headChain is what a layer with head norms does between its q, k and v
+// products and attention, gathered op by op: HeadNorm of q, HeadNorm of k,
+// RoPE of q, StoreKV of k (rotated) and v. Complete (stored), it is one
+// kernels.HeadRope dispatch; cut short by another op, its ops are recorded
+// one by one.
+type headChain struct {
+	q, qw, k, kw *tensor
+	headDim      int
+	eps          float32
+	rope         *backend.RoPE // q's rotation, once taken
+	v            *tensor       // with stored: the store of k and v
+	kRope        *backend.RoPE
+	layer        int
+	stored       bool
+}
+
+// startHeads takes HeadNorm of x (a layer's q) as the start of a chain, or
+// says it cannot. The caller has flushed.
+func (f *fuser) startHeads(x, w *tensor, headDim int, eps float32) bool {
+	// Rows go along the grid's y, whose every device allows 65535.
+	if f.on&FuseHeads == 0 || x.cols%headDim != 0 || x.rows > 65535 {
+		return false
+	}
+	f.heads = &headChain{q: x, qw: w, headDim: headDim, eps: eps}
+	return true
+}
+
+// headNorm takes HeadNorm of x as the chain's second norm (k's).
+func (f *fuser) headNorm(x, w *tensor, headDim int, eps float32) bool {
+	h := f.heads
+	if h == nil || h.k != nil || x == h.q || headDim != h.headDim || eps != h.eps || x.rows != h.q.rows || x.cols%headDim != 0 {
+		return false
+	}
+	h.k, h.kw = x, w
+	return true
+}
+
+// headRope takes the rotation of the chain's q.
+func (f *fuser) headRope(x *tensor, r backend.RoPE) bool {
+	h := f.heads
+	if h == nil || h.k == nil || h.rope != nil || x != h.q || r.HeadDim != h.headDim || r.Heads*h.headDim != x.cols {
+		return false
+	}
+	h.rope = &r
+	return true
+}
+
+// headStore takes the store of the chain's k, rotated as its q, and of v
+// into layer's cache, which completes the chain.
+func (f *fuser) headStore(layer int, k, v *tensor, r *backend.RoPE) bool {
+	h := f.heads
+	if h == nil || h.rope == nil || h.stored || k != h.k || r == nil || v.rows != k.rows || v.cols != k.cols ||
+		r.Heads*h.headDim != k.cols {
+		return false
+	}
+	q := *h.rope
+	if q.HeadDim != r.HeadDim || q.Dims != r.Dims || q.NeoX != r.NeoX || q.Base != r.Base || q.Scale != r.Scale || q.Factors != r.Factors {
+		return false
+	}
+	h.v, h.kRope, h.layer, h.stored = v, r, layer, true
+	return true
+}
+
+// takeHeads returns the chain, if any, and forgets it.
+func (f *fuser) takeHeads() *headChain {
+	h := f.heads
+	f.heads = nil
+	return h
+}
+
+// headRope is the complete chain h as a kernels.HeadRope of n rows, with
+// the tensors' bindings (a plan's are zero); the caller fills the caches,
+// Step, Slots, Seqs, Rows and Rope.Factors.
+func (h *headChain) headRope() kernels.HeadRope {
+	r, _ := kernelRoPE(*h.kRope)
+	return kernels.HeadRope{Q: h.q.b, K: h.k.b, V: h.v.b, QNorm: h.qw.b, KNorm: h.kw.b, N: h.q.rows,
+		Heads: h.q.cols / h.headDim, KVHeads: h.k.cols / h.headDim, Rope: r, Eps: h.eps}
 }
 
 // expertProduct is a decode MatMulID, d = m_ids · a: held until an op

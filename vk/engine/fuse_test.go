@@ -13,9 +13,10 @@ func TestParseFusions(t *testing.T) {
 		"":               0,
 		"stack":          engine.FuseStack,
 		" rope , glu ":   engine.FuseRoPE | engine.FuseGLU,
-		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE | engine.FuseMoEGLU | engine.FuseRouter,
+		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE | engine.FuseMoEGLU | engine.FuseRouter | engine.FuseHeads,
 		"moe,moeglu":     engine.FuseMoE | engine.FuseMoEGLU,
 		"router":         engine.FuseRouter,
+		"heads":          engine.FuseHeads,
 		"glu,stack,glu,": engine.FuseStack | engine.FuseGLU,
 	} {
 		got, err := engine.ParseFusions(s)

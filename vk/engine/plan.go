@@ -361,17 +361,22 @@ func rope(heads int, r kernels.RoPE) string {
 }
 
 func (o *planOps) RoPE(x backend.Tensor, r backend.RoPE) {
-	if o.fz.rope(act(x), r) {
+	if o.fz.headRope(act(x), r) || o.fz.rope(act(x), r) {
 		return
 	}
 	o.flush()
+	o.rope(act(x), r)
+}
+
+// rope is program.rope.
+func (o *planOps) rope(x *tensor, r backend.RoPE) {
 	kr, _ := kernelRoPE(r)
 	spec := o.pl.e.k.RopeSpec(kr)
 	if o.rows {
 		spec = o.pl.e.k.RopeRowsSpec(kr)
 	}
 	o.add("rope "+rope(r.Heads, kr), 0, spec)
-	o.wrote(act(x))
+	o.wrote(x)
 }
 
 func (o *planOps) StoreKV(layer int, k, v backend.Tensor, r *backend.RoPE) {
@@ -379,7 +384,7 @@ func (o *planOps) StoreKV(layer int, k, v backend.Tensor, r *backend.RoPE) {
 		o.fail(fmt.Errorf("store_kv: layer %d of %d", layer, o.pl.cache.Layers))
 		return
 	}
-	if o.fz.storeKV(layer, act(k), act(v), r) {
+	if o.fz.headStore(layer, act(k), act(v), r) || o.fz.storeKV(layer, act(k), act(v), r) {
 		return
 	}
 	o.flush()
@@ -490,14 +495,44 @@ func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 }
 
 func (o *planOps) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
-	o.flush()
-	t := act(x)
-	if err := checkHeadNorm(t, act(w), headDim); err != nil {
+	t, g := act(x), act(w)
+	if err := checkHeadNorm(t, g, headDim); err != nil {
+		o.flush()
 		o.fail(err)
 		return
 	}
+	if o.fz.headNorm(t, g, headDim, eps) {
+		return
+	}
+	o.flush()
+	if !o.fz.startHeads(t, g, headDim, eps) {
+		o.headNorm(t, headDim)
+	}
+}
+
+// headNorm is program.headNorm.
+func (o *planOps) headNorm(t *tensor, headDim int) {
 	o.add(fmt.Sprintf("head_norm %d", headDim), 0, o.pl.e.k.RMSNormSpec(headDim, false))
 	o.wrote(t)
+}
+
+// recordHeads is program.recordHeads.
+func (o *planOps) recordHeads(h *headChain) {
+	if !h.stored {
+		o.headNorm(h.q, h.headDim)
+		if h.k != nil {
+			o.headNorm(h.k, h.headDim)
+		}
+		if h.rope != nil {
+			o.rope(h.q, *h.rope)
+		}
+		return
+	}
+	hr := h.headRope()
+	hr.Rows = o.rows
+	kr, _ := kernelRoPE(*h.kRope)
+	o.add(fmt.Sprintf("head_rope %d+%dx%d %s", hr.Heads, hr.KVHeads, h.headDim, rope(h.kRope.Heads, kr)), 0, o.pl.e.k.HeadRopeSpec(hr))
+	o.wrote(h.q)
 }
 
 func (o *planOps) GeGLU(dst, gate, up backend.Tensor) { o.gated(kernels.GeGLU, dst, gate, up) }
@@ -526,6 +561,9 @@ func (o *planOps) fail(err error) {
 // flush is program.flush.
 func (o *planOps) flush() {
 	k := o.pl.e.k
+	if h := o.fz.takeHeads(); h != nil {
+		o.recordHeads(h)
+	}
 	for _, fu := range o.fz.take() {
 		if fu.plain() {
 			o.matMul(fu.mats[0].dst, fu.mats[0].w, fu.x)

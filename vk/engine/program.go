@@ -458,10 +458,15 @@ func (p *program) Add(dst, a, b backend.Tensor) {
 
 func (p *program) RoPE(x backend.Tensor, r backend.RoPE) {
 	t := act(x)
-	if p.fz.rope(t, r) {
+	if p.fz.headRope(t, r) || p.fz.rope(t, r) {
 		return
 	}
 	p.flush()
+	p.rope(t, r)
+}
+
+// rope records the rotation of t in place on its own.
+func (p *program) rope(t *tensor, r backend.RoPE) {
 	kr, reads := kernelRoPE(r)
 	p.op(append(reads, t.b, whole(p.step)), bindings(t.b), func() error {
 		if p.rows {
@@ -489,7 +494,7 @@ func (p *program) StoreKV(layer int, k, v backend.Tensor, rope *backend.RoPE) {
 		p.fail(fmt.Errorf("store_kv: layer %d of %d", layer, c.Layers))
 		return
 	}
-	if p.fz.storeKV(layer, act(k), act(v), rope) {
+	if p.fz.headStore(layer, act(k), act(v), rope) || p.fz.storeKV(layer, act(k), act(v), rope) {
 		return
 	}
 	p.flush()
@@ -614,14 +619,49 @@ func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 // HeadNorm is kernels.HeadNorm: the norm kernel over the (rows*heads) x
 // headDim view of x.
 func (p *program) HeadNorm(x, w backend.Tensor, headDim int, eps float32) {
-	p.flush()
 	t, g := act(x), act(w)
 	if err := checkHeadNorm(t, g, headDim); err != nil {
+		p.flush()
 		p.fail(err)
 		return
 	}
+	if p.fz.headNorm(t, g, headDim, eps) {
+		return
+	}
+	p.flush()
+	if !p.fz.startHeads(t, g, headDim, eps) {
+		p.headNorm(t, g, headDim, eps)
+	}
+}
+
+// headNorm records HeadNorm of t on its own.
+func (p *program) headNorm(t, g *tensor, headDim int, eps float32) {
 	p.op(bindings(t.b, g.b), bindings(t.b), func() error {
 		return p.e.k.HeadNorm(p.seq, t.b, g.b, t.rows, t.cols/headDim, headDim, eps)
+	})
+}
+
+// recordHeads records the head-norm chain h: one dispatch where it is
+// complete, else the ops it took, one by one.
+func (p *program) recordHeads(h *headChain) {
+	if !h.stored {
+		p.headNorm(h.q, h.qw, h.headDim, h.eps)
+		if h.k != nil {
+			p.headNorm(h.k, h.kw, h.headDim, h.eps)
+		}
+		if h.rope != nil {
+			p.rope(h.q, *h.rope)
+		}
+		return
+	}
+	c := p.e.cache
+	hr := h.headRope()
+	kc, vc := whole(p.e.kc[h.layer]), whole(p.e.vc[h.layer])
+	hr.KCache, hr.VCache, hr.Step = kc, vc, whole(p.step)
+	hr.Slots, hr.Seqs, hr.Rows = c.Slots(h.layer), c.Sequences(), p.rows
+	_, ropeReads := kernelRoPE(*h.kRope)
+	p.op(append(ropeReads, h.q.b, h.k.b, h.v.b, h.qw.b, h.kw.b, whole(p.step)), bindings(h.q.b, kc, vc), func() error {
+		return p.e.k.HeadRope(p.seq, hr)
 	})
 }
 
@@ -770,8 +810,12 @@ func (p *program) Close() {
 	p.owned = nil
 }
 
-// flush records the pending fusions and the held expert product.
+// flush records the head-norm chain, the pending fusions and the held
+// expert product, in the order their ops came.
 func (p *program) flush() {
+	if h := p.fz.takeHeads(); h != nil {
+		p.recordHeads(h)
+	}
 	for _, fu := range p.fz.take() {
 		p.recordFusion(fu)
 	}
