@@ -275,10 +275,12 @@ func (f *fuser) sumExperts(d, y, w, r *tensor) *expertProduct {
 	return e
 }
 
-// routerFused says whether Route takes router.comp (FuseRouter): decode,
-// with F32 router weights of as many rows as there are logits.
+// routerFused says whether Route takes router.comp (FuseRouter): F32
+// router weights of as many rows as there are logits, in decode and
+// prefill alike (a prefill batch's router product on the tiled kernel had
+// too few rows for its tiles: a handful of workgroups walking all of K).
 func (f *fuser) routerFused(l, m, a *tensor) bool {
-	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows <= kernels.MaxMatVecCols && a.rows == l.rows &&
+	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows == l.rows &&
 		m.rows == l.cols && m.cols == a.cols && a.cols%4 == 0
 }
 

@@ -50,8 +50,17 @@ func (k *Kernels) RouteSpec(norm bool) vk.PipelineSpec {
 	return spec("route", 3, 12, 0, Lanes, MaxExperts, b32(norm))
 }
 
-// RouterRows is how many experts' logits a router workgroup computes.
-const RouterRows = 4
+// RouterRowsFor is how many experts' logits a router workgroup computes
+// for a batch of rows tokens. Decode's few tokens need the experts spread
+// over many workgroups to fill the GPU; a prefill batch has workgroups
+// enough in its tokens, and each workgroup reads (and, fused with the norm,
+// normalises) its token's row once for all its experts.
+func RouterRowsFor(rows int) int {
+	if rows <= MaxMatVecCols {
+		return 4
+	}
+	return 16
+}
 
 // RouterNorm asks Router to take the residual instead of the normed
 // activations: h = x / sqrt(mean(x²) + Eps) · G, computed in the kernel.
@@ -106,7 +115,7 @@ func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, 
 			return err
 		}
 	}
-	p, err := k.pipeline(k.RouterSpec(renorm, norm != nil))
+	p, err := k.pipeline(k.RouterSpec(renorm, norm != nil, rows))
 	if err != nil {
 		return err
 	}
@@ -116,13 +125,13 @@ func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, 
 	}
 	s.Label(fmt.Sprintf("%dx%d F32, top %d", experts, K, topK))
 	s.Dispatch(p, []vk.Binding{logits, ids, weights, w, x, g, counts},
-		vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(K/4), math.Float32bits(eps)), uint32(ceil(experts, RouterRows)), uint32(rows), 1)
+		vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(K/4), math.Float32bits(eps)), uint32(ceil(experts, RouterRowsFor(rows))), uint32(rows), 1)
 	return nil
 }
 
-// RouterSpec is the pipeline Router builds.
-func (k *Kernels) RouterSpec(renorm, rms bool) vk.PipelineSpec {
-	return spec("router", 7, 20, 0, Lanes, MaxExperts, b32(renorm), RouterRows, b32(rms))
+// RouterSpec is the pipeline Router builds for rows tokens.
+func (k *Kernels) RouterSpec(renorm, rms bool, rows int) vk.PipelineSpec {
+	return spec("router", 7, 20, 0, Lanes, MaxExperts, b32(renorm), uint32(RouterRowsFor(rows)), b32(rms))
 }
 
 // MatVecID records matvec_id.comp, llama.cpp's mul_mat_id for decode: w

@@ -55,7 +55,8 @@ func TestRoute(t *testing.T) {
 	}
 }
 
-// TestRouter checks the router product and top-k in one dispatch: its
+// TestRouter checks the router product and top-k in one dispatch, for
+// decode's few tokens and prefill's batches (RouterRowsFor): its
 // logits against float64 products (of the RMS norm of x, with rms), and
 // its ids and weights against moeref.Route of those logits, as TestRoute
 // does. Each case runs three times in one submission, twice, with fresh
@@ -63,7 +64,10 @@ func TestRoute(t *testing.T) {
 func TestRouter(t *testing.T) {
 	k := setup(t)
 	rng := rand.New(rand.NewPCG(21, 22))
-	for _, c := range []struct{ e, k, n, K int }{{8, 2, 1, 256}, {128, 8, 3, 2048}, {7, 3, 2, 36}, {1, 1, 1, 4}, {300, 7, 2, 100}, {MaxExperts, 4, 1, 64}, {5, 5, 9, 12}} {
+	for _, c := range []struct{ e, k, n, K int }{{8, 2, 1, 256}, {128, 8, 3, 2048}, {7, 3, 2, 36}, {1, 1, 1, 4}, {300, 7, 2, 100}, {MaxExperts, 4, 1, 64}, {5, 5, 9, 12},
+		// Prefill batches: 16 experts a workgroup, the last group partly
+		// past E.
+		{128, 8, 37, 2048}, {20, 3, 300, 64}, {MaxExperts, 8, 13, 16}} {
 		for _, rms := range []bool{false, true} {
 			renorm := c.e%2 == 0
 			t.Run(fmt.Sprintf("e%d/k%d/n%d/K%d/rms=%v", c.e, c.k, c.n, c.K, rms), func(t *testing.T) {
