@@ -5,8 +5,9 @@
 // out of range is clamped to the last expert, as matvec_id does). It
 // writes out[0..E] = each expert's first position in the sorted order and
 // the total (the prefix sum of the counts), then out[E+1+j] = the pair
-// index at sorted position j, pairs of one expert in ascending order, as
-// kernels.PackByExpert does on the host. After them, at T = E+1+pairs,
+// index at sorted position j: each expert's pairs together, in the order
+// the scatter's atomics gave them (kernels.PackByExpert's runs, within
+// which the host puts them in ascending order). After them, at T = E+1+pairs,
 // comes the tile list of the gathered products (matmul_cols.glsl): out[T]
 // = the number of tiles, then 3 words a tile (expert, first sorted
 // position, pairs), each expert's run cut into tiles of BN pairs, the last
@@ -16,11 +17,17 @@
 //
 // One workgroup does the whole sort, so every step is ordered by barriers
 // alone (shared memory, no device-scope release/acquire needed): counts
-// by shared atomics, the prefix sum by lane 0, then the scatter in rounds
-// of WG pairs, a pair's rank within its round being the number of lower
-// lanes of the round with the same expert. Loop bounds are uniform, so
-// every barrier is in uniform control flow. The tiles are written by the
-// lane of their expert, from the counts and offsets the prefix sum left.
+// by shared atomics, the prefix sum by lane 0, then the scatter, each pair
+// taking the next place of its expert's run with a shared atomic. The
+// order of the pairs within a run then varies from run to run; nothing
+// computed from it does, since the gathered products give each column
+// (pair) a sum over K alone, the same arithmetic in any column, and write
+// it to the pair's own row. (A scatter that ranked each pair among the
+// lower lanes of its round, for an order fixed by the pair indices, took
+// most of this kernel's 58 µs on an H100: docs/BENCHMARKS.md.) Loop bounds
+// are uniform, so every barrier is in uniform control flow. The tiles are
+// written by the lane of their expert, from the counts and offsets the
+// prefix sum left; they depend on the counts alone.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -38,7 +45,6 @@ layout(push_constant) uniform Push {
 shared uint cnt[MAXE];
 shared uint cur[MAXE];
 shared uint tile0[MAXE]; // expert e's first tile
-shared uint rid[WG];
 
 uint expertOf(uint i) { return min(uint(max(ids[i], 0.0)), pc.E - 1u); }
 
@@ -67,8 +73,6 @@ void main() {
         outv[T] = t;
     }
     barrier();
-    // cur[e] is still expert e's offset: the scatter below moves it on only
-    // after two more barriers, which every lane reaches after this loop.
     for (uint e = l; e < pc.E; e += WG) {
         uint t = T + 1u + 3u * tile0[e];
         for (uint j = 0u; j < cnt[e]; j += bn) {
@@ -78,23 +82,8 @@ void main() {
             t += 3u;
         }
     }
-    for (uint base = 0u; base < pc.pairs; base += WG) {
-        uint i = base + l;
-        uint e = i < pc.pairs ? expertOf(i) : 0xffffffffu;
-        rid[l] = e;
-        barrier();
-        if (i < pc.pairs) {
-            uint rank = 0u;
-            for (uint j = 0u; j < l; j++) {
-                rank += rid[j] == e ? 1u : 0u;
-            }
-            outv[pc.E + 1u + cur[e] + rank] = i;
-        }
-        // Every lane has read cur before any lane moves it on.
-        barrier();
-        if (i < pc.pairs) {
-            atomicAdd(cur[e], 1u);
-        }
-        barrier();
+    barrier(); // the tiles have read cur[e] as expert e's offset
+    for (uint i = l; i < pc.pairs; i += WG) {
+        outv[pc.E + 1u + atomicAdd(cur[expertOf(i)], 1u)] = i;
     }
 }

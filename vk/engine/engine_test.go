@@ -484,3 +484,30 @@ func TestWaterfall(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefillRepeats: the same prompt gives bit-identical logits on every
+// run. A mixture of experts' prefill sorts its (token, expert) pairs with
+// shared atomics (moe_sort.comp), so the order of an expert's pairs, and so
+// the column each takes in its tile, varies from run to run; each column's
+// sum runs over K alone, the same arithmetic in any column, so nothing
+// computed may vary with it.
+func TestPrefillRepeats(t *testing.T) {
+	f, err := gguf.Open(fixtures.Path(t, "arch", "tiny-qwen3moe-q4_k_m.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	toks := make([]int32, 40)
+	for i := range toks {
+		toks[i] = int32(3 + (i*97+11)%500)
+	}
+	want := forwardPrompt(t, f, open(t), 32, toks)
+	for run := range 3 {
+		got := forwardPrompt(t, f, open(t), 32, toks)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("run %d: logit %d is %v, the first run gave %v", run+2, i, got[i], want[i])
+			}
+		}
+	}
+}
