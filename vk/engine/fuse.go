@@ -280,7 +280,8 @@ func (f *fuser) sumExperts(d, y, w, r *tensor) *expertProduct {
 // prefill alike (a prefill batch's router product on the tiled kernel had
 // too few rows for its tiles: a handful of workgroups walking all of K).
 func (f *fuser) routerFused(l, m, a *tensor) bool {
-	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows == l.rows &&
+	// Tokens go along the grid's y, whose every device allows 65535.
+	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows == l.rows && a.rows <= 65535 &&
 		m.rows == l.cols && m.cols == a.cols && a.cols%4 == 0
 }
 

@@ -118,6 +118,9 @@ func TestRouter(t *testing.T) {
 	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 6, 2, true); err == nil {
 		t.Error("rows of 6 values recorded")
 	}
+	if err := k.Router(nil, b, b, b, b, b, nil, 65536, 4, 8, 2, true); err == nil || !strings.Contains(err.Error(), "65535") {
+		t.Errorf("65536 tokens: %v, want the grid's limit", err)
+	}
 }
 
 // checkRouter compares Router's logits with float64 products (of the RMS
