@@ -85,6 +85,7 @@ func TestPlanMatchesEngine(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				defer e.Close()
 				emulate(e)
 				prepare(t, f, e)
 				var built []string
