@@ -155,8 +155,8 @@ type headChain struct {
 // startHeads takes HeadNorm of x (a layer's q) as the start of a chain, or
 // says it cannot. The caller has flushed.
 func (f *fuser) startHeads(x, w *tensor, headDim int, eps float32) bool {
-	// Rows go along the grid's y, whose every device allows 65535.
-	if f.on&FuseHeads == 0 || x.cols%headDim != 0 || x.rows > 65535 {
+	// Rows go along the grid's y.
+	if f.on&FuseHeads == 0 || x.cols%headDim != 0 || x.rows > kernels.GridLimit {
 		return false
 	}
 	f.heads = &headChain{q: x, qw: w, headDim: headDim, eps: eps}
@@ -280,8 +280,8 @@ func (f *fuser) sumExperts(d, y, w, r *tensor) *expertProduct {
 // prefill alike (a prefill batch's router product on the tiled kernel had
 // too few rows for its tiles: a handful of workgroups walking all of K).
 func (f *fuser) routerFused(l, m, a *tensor) bool {
-	// Tokens go along the grid's y, whose every device allows 65535.
-	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows == l.rows && a.rows <= 65535 &&
+	// Tokens go along the grid's y.
+	return f.on&FuseRouter != 0 && m.typ == quant.F32 && a.rows == l.rows && a.rows <= kernels.GridLimit &&
 		m.rows == l.cols && m.cols == a.cols && a.cols%4 == 0
 }
 

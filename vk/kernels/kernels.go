@@ -367,9 +367,14 @@ func (k *Kernels) subgroups(n int) uint32 {
 	return uint32(ceil(n, max(narrowest, 1)))
 }
 
-// gridX is the widest x extent grid uses: the Vulkan minimum of
-// maxComputeWorkGroupCount[0], so that grids fold alike on every device.
-const gridX = 65535
+// GridLimit is the Vulkan minimum of maxComputeWorkGroupCount in each
+// dimension: a grid of at most this many workgroups along x, y or z runs on
+// every device. grid folds at it, so that grids fold alike everywhere; the
+// engine keeps kernels whose rows go along y (HeadRope, Router) to it.
+const GridLimit = 65535
+
+// gridX is the widest x extent grid uses.
+const gridX = GridLimit
 
 // grid folds a count of workgroups into x*y; shaders recover the linear
 // index and skip the excess.

@@ -84,8 +84,8 @@ func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, 
 	if topK > experts || experts > MaxExperts {
 		return fmt.Errorf("kernels: router: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
 	}
-	if rows > 65535 {
-		return fmt.Errorf("kernels: router: %d tokens: at most 65535 (the grid's y)", rows)
+	if lim := int(k.info.MaxWorkgroupCount[1]); rows > lim {
+		return fmt.Errorf("kernels: router: %d tokens exceed the device's grid (%d along y)", rows, lim)
 	}
 	if K%4 != 0 {
 		return fmt.Errorf("kernels: router: rows of %d values: want a multiple of 4", K)
