@@ -2,7 +2,8 @@ package server
 
 import (
 	"math"
-	"sort"
+
+	"github.com/vkinfer/vkinfer/model/sample"
 )
 
 // maxTopLogprobs bounds the alternatives a request may ask for per token
@@ -46,27 +47,14 @@ func (lp *logprobs) measure(logits []float32) {
 	lp.lse = mx + math.Log(sum)
 }
 
-// entry is the chosen token's entry; the alternatives keep the lowest id
-// among equal logits first.
+// entry is the chosen token's entry; the alternatives are the sampler's
+// top-k selection (the lowest id first among equal logits).
 func (lp *logprobs) entry(id int32) tokenLogprob {
 	e := tokenLogprob{id: id, logprob: lp.of(id)}
 	if lp.top == 0 {
 		return e
 	}
-	// A running list of the best lp.top, kept sorted: top is at most 20.
-	best := make([]int32, 0, lp.top+1)
-	for i, v := range lp.logits {
-		if len(best) == lp.top && v <= lp.logits[best[len(best)-1]] {
-			continue
-		}
-		at := sort.Search(len(best), func(k int) bool { return lp.logits[best[k]] < v })
-		best = append(best, 0)
-		copy(best[at+1:], best[at:])
-		best[at] = int32(i)
-		if len(best) > lp.top {
-			best = best[:lp.top]
-		}
-	}
+	best := sample.Top(lp.logits, lp.top)
 	e.top = make([]altLogprob, len(best))
 	for k, t := range best {
 		e.top[k] = altLogprob{id: t, logprob: lp.of(t)}

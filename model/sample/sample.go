@@ -162,6 +162,18 @@ func softmax(c []candidate, temp float32) {
 	}
 }
 
+// Top returns the ids of the k largest logits (all of them if k is larger),
+// the largest first and the lowest id first among equal ones: the
+// candidates the top-k filter keeps (a server's logprobs alternatives).
+func Top(logits []float32, k int) []int32 {
+	c := topK(make([]candidate, 0, min(k, len(logits))), logits, min(k, len(logits)))
+	ids := make([]int32, len(c))
+	for i, x := range c {
+		ids[i] = x.id
+	}
+	return ids
+}
+
 // topK returns the k candidates of logits with the largest logits, the
 // largest first, through a min-heap of k: O(n log k) where sorting every
 // candidate of a 128k vocabulary took tens of ms a token (a server

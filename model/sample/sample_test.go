@@ -183,12 +183,13 @@ func TestTopK(t *testing.T) {
 			}
 			sort.SliceStable(want, func(i, j int) bool { return want[i].logit > want[j].logit })
 			got := topK(nil, logits, k)
-			if len(got) != k {
-				t.Fatalf("n %d k %d: %d candidates", n, k, len(got))
+			ids := Top(logits, k)
+			if len(got) != k || len(ids) != k {
+				t.Fatalf("n %d k %d: %d candidates, %d ids", n, k, len(got), len(ids))
 			}
 			for i := range got {
-				if got[i].id != want[i].id || got[i].logit != want[i].logit {
-					t.Fatalf("n %d k %d: candidate %d is %+v, want %+v", n, k, i, got[i], want[i])
+				if got[i].id != want[i].id || got[i].logit != want[i].logit || ids[i] != want[i].id {
+					t.Fatalf("n %d k %d: candidate %d is %+v (Top: %d), want %+v", n, k, i, got[i], ids[i], want[i])
 				}
 			}
 		}
