@@ -191,15 +191,30 @@ void dq_slice(uint qt, uint b, uint s, uint lim, out vec4 q[8], out float A[4], 
 // mv_slices adds the products of the workgroup's rows, of type qt, with
 // columns c0 … c0+NCOLS-1 to red_v: each lane's slices (see the top).
 // Columns past XCOLS repeat the last one (computed, never written), so
-// every group runs the same code.
+// every group runs the same code. With MOE_SUM the lanes take the slices
+// of every slot of the token at once, slot j's slice s being item
+// j·slices + s: the slots' rows are short (an expert's down product has
+// K = 768, 24 slices), so one slot at a time left most lanes idle and
+// made each lane wait out k loads in turn.
 void mv_slices(uint qt, uint c0) {
     uint slices = QT_FLOAT(qt) ? (pc.K + 31u) / 32u : pc.K / QT_K(qt) * QT_SPB(qt);
+#ifdef MOE_SUM
+    uint items = slices * pc.k;
+    for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < items; sl0 += WG * UNROLL) {
+        for (uint u = 0u; u < UNROLL; u++) {
+            if (sl0 + u >= items) {
+                break;
+            }
+            id_slot_set(id_token * pc.k + (sl0 + u) / slices);
+            uint sl = (sl0 + u) % slices;
+#else
     for (uint sl0 = gl_LocalInvocationID.x * UNROLL; sl0 < slices; sl0 += WG * UNROLL) {
         for (uint u = 0u; u < UNROLL; u++) {
             uint sl = sl0 + u;
             if (sl >= slices) {
                 break;
             }
+#endif
             uint blk = sl / QT_SPB(qt), s = sl % QT_SPB(qt);
             // First value of the block (floats: of the slice) and its byte
             // offset within a row.
@@ -320,11 +335,6 @@ void main() {
         for (uint i = 0u; i < RED_N; i++) {
             red_v[i] = 0.0;
         }
-#ifdef MOE_SUM
-        // The token's slots in turn, into the same sums (matvec_id.glsl).
-        for (uint j = 0u; j < pc.k; j++) {
-            id_slot_set(id_token * pc.k + j);
-#endif
 #ifdef STACK
         // A stack's last matrix may be of a type of its own (stack_rows).
         if (LAST_QTYPE != QTYPE && st_mat == NMAT - 1u) {
@@ -334,9 +344,6 @@ void main() {
         }
 #else
         mv_slices(QTYPE, c0);
-#endif
-#ifdef MOE_SUM
-        }
 #endif
 
         wg_reduce(false);

@@ -13,8 +13,9 @@
 //
 // MOE_SUM (matvec_id_sum.comp) also mixes the slots into the residual, as
 // moe_sum.comp does after the plain variant: workgroups
-// [t·groups, (t+1)·groups) compute token t's rows for each of its k slots
-// in turn (the slot's expert uniform per pass), each lane adding
+// [t·groups, (t+1)·groups) compute token t's rows for all of its k slots,
+// the lanes taking the slices of every slot at once (a lane's expert
+// varies from slice to slice; mv_slices), each lane adding
 // w_slot · its partial sums, so one reduction yields
 // sum_j w_j · (W_j · x_j) and lane 0 adds the residual and writes dst
 // once. That removes moe_sum's dispatch, its barrier and the slots'

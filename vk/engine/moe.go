@@ -387,7 +387,7 @@ func (o *planOps) MoESum(dst, y, weights, r backend.Tensor) {
 		if q8 {
 			name += "_q8"
 		}
-		sh := k.IDSumShape(q8, d.cols, e.m.cols)
+		sh := k.IDSumShape(q8, d.cols, e.m.cols, e.id.cols)
 		o.add(fmt.Sprintf("%s %d experts of %dx%d %s %s", name, e.experts, d.cols, e.m.cols, e.m.typ, sh), 0, k.MatVecIDSumSpec(e.m.typ, sh, q8))
 		o.wrote(d)
 		return

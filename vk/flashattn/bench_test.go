@@ -44,8 +44,11 @@ var (
 	benchCoopBc = flag.Int("coop-bc", 0, "BenchmarkLlama3 -coop: force the keys per tile (0: the policy's)")
 )
 
-// The Llama-3-8B attention shape.
-const benchHeads, benchKVHeads, benchDim = 32, 8, 128
+// The Llama-3-8B attention shape; -kv-heads 4 makes it Qwen3-30B-A3B's
+// (32 q-heads over 4 KV heads: 8 q-heads a KV head).
+const benchHeads, benchDim = 32, 128
+
+var benchKVHeads = flag.Int("kv-heads", 8, "BenchmarkLlama3, BenchmarkLlama3Layers, BenchmarkKVRead: KV heads of the 32 q-heads (8: Llama-3-8B's, 4: Qwen3-30B-A3B's)")
 
 type benchCase struct {
 	kv, queries, wave, br int
@@ -102,7 +105,7 @@ func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	if err == nil {
 		fa.coopHeads, fa.coopBc = *benchCoopHG, *benchCoopBc
 	}
-	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: benchKVHeads, HeadDim: benchDim,
+	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: *benchKVHeads, HeadDim: benchDim,
 		Context: c.kv, Scale: float32(1 / math.Sqrt(benchDim))}
 	if w := *benchWindow; w > 0 {
 		// The ring a sliding-window layer keeps (backend.Cache.Slots).
@@ -135,7 +138,7 @@ func benchBuffers(b *testing.B, d *vk.Device, cases []benchCase) (IO, *vk.Buffer
 		qv[i] = float32(2*r.Float64() - 1)
 	}
 	f16 := func() []byte {
-		h := make([]uint16, kv*benchKVHeads*benchDim)
+		h := make([]uint16, kv**benchKVHeads*benchDim)
 		for i := range h {
 			h[i] = float16.Fromfloat32(float32(2*r.Float64() - 1)).Bits()
 		}
@@ -204,7 +207,7 @@ func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer
 	}
 	b.StopTimer() // the statistics query below is no part of the run
 	us := gpu / float64(b.N)
-	bytes := 2 * float64(sh.Context) * benchKVHeads * benchDim * 2 // every row of the ring
+	bytes := 2 * float64(sh.Context) * float64(*benchKVHeads) * benchDim * 2 // every row of the ring
 	b.ReportMetric(us, "gpu-µs")
 	b.ReportMetric(bytes/us/1e3, "GB/s")
 	if c.queries > 1 {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/x448/float16"
@@ -13,7 +15,10 @@ import (
 	"github.com/vkinfer/vkinfer/vk"
 )
 
-var benchLayers = flag.Int("layers", 32, "BenchmarkLlama3Layers: layers in the run, each with its own KV cache (32: Llama-3-8B's)")
+var (
+	benchLayers = flag.Int("layers", 32, "BenchmarkLlama3Layers: layers in the run, each with its own KV cache (32: Llama-3-8B's)")
+	benchKVs    = flag.String("kvs", "256,8192,16384", "BenchmarkLlama3Layers: the KV lengths, comma-separated, at most 16384")
+)
 
 // BenchmarkLlama3Layers times decode attention as a forward pass runs it:
 // one dispatch per layer for -layers layers, each layer with its own K and
@@ -43,7 +48,15 @@ func BenchmarkLlama3Layers(b *testing.B) {
 	}
 	layers := max(*benchLayers, 1)
 	const maxKV = 16384
-	cache := int64(2 * maxKV * benchKVHeads * benchDim) // f16 bytes of a layer's K, and of its V
+	var kvs []int
+	for _, f := range strings.Split(*benchKVs, ",") {
+		kv, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || kv < 1 || kv > maxKV {
+			b.Fatalf("-kvs: %q is not a KV length of 1 to %d", f, maxKV)
+		}
+		kvs = append(kvs, kv)
+	}
+	cache := int64(2 * maxKV * *benchKVHeads * benchDim) // f16 bytes of a layer's K, and of its V
 	r := rand.New(rand.NewPCG(3, 4))
 	h := make([]uint16, cache/2)
 	for i := range h {
@@ -64,10 +77,11 @@ func BenchmarkLlama3Layers(b *testing.B) {
 	out := whole(buffer(b, d, make([]byte, 4*len(qv))))
 	step := buffer(b, d, make([]byte, 8))
 
-	// 256: the context of a tg128 at depth 0 in infer bench, whose tokens
-	// pay this layer cost at every depth (the rest is what depth adds).
-	for _, kv := range []int{256, 8192, 16384} {
-		bytes := 2 * float64(kv) * benchKVHeads * benchDim * 2
+	// 256 (the default's first): the context of a tg128 at depth 0 in infer
+	// bench, whose tokens pay this layer cost at every depth (the rest is
+	// what depth adds).
+	for _, kv := range kvs {
+		bytes := 2 * float64(kv) * float64(*benchKVHeads) * benchDim * 2
 		for _, w := range []int{32, 64} {
 			b.Run(fmt.Sprintf("kv%d/decode/w%d", kv, w), func(b *testing.B) {
 				c := benchCase{kv: kv, queries: 1, wave: w, br: 1, mode: "decode"}

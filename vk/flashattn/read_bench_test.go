@@ -28,7 +28,7 @@ func BenchmarkKVRead(b *testing.B) {
 	const lanes = 256
 	cus := max(d.Info().ComputeUnits, 1)
 	for _, kv := range []int{8192, 16384} {
-		size := int64(2 * kv * benchKVHeads * benchDim) // f16 bytes of K, and of V
+		size := int64(2 * kv * *benchKVHeads * benchDim) // f16 bytes of K, and of V
 		k, err := d.NewBuffer(size, false)
 		if err != nil {
 			b.Fatal(err)

@@ -245,14 +245,16 @@ func (k *Kernels) MatVecIDSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
 // MatVecIDGLU writes) and meets quantized weights in integer dot products
 // (matvec_id_sum_q8.comp; Kernels.UseQ8).
 func (k *Kernels) MatVecIDSum(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int, q8 bool) error {
-	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.IDSumShape(q8, rows, K), q8)
+	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.IDSumShape(q8, rows, K, topK), q8)
 }
 
-// IDSumShape is the shape MatVecIDSum uses for rows × K experts: k.MatVec,
-// or with q8 k.MatVecQ8For's.
-func (k *Kernels) IDSumShape(q8 bool, rows, K int) MatVecShape {
+// IDSumShape is the shape MatVecIDSum uses for rows × K experts of which
+// each token mixes topK: k.MatVec, or with q8 k.MatVecQ8For's for rows of
+// topK·K values, since a workgroup's lanes take the slices of all the
+// token's experts at once.
+func (k *Kernels) IDSumShape(q8 bool, rows, K, topK int) MatVecShape {
 	if q8 {
-		return k.MatVecQ8For(rows, K)
+		return k.MatVecQ8For(rows, K*topK)
 	}
 	return k.MatVec
 }
