@@ -164,6 +164,14 @@ const maxRows = 32
 // step's scores to a power of two of heads (HGP), up to 16.
 const maxDecodeHeads = 16
 
+// decodeHeads is the most q-heads the policy gives a decode workgroup. Each
+// head adds its Q, O and a step's scores to every lane: Qwen3-30B-A3B's 8
+// q-heads a KV head took 169 registers on an H100, one workgroup of 256
+// lanes an SM, and a layer at KV 4096 and 16384 took 19.2 and 30.5 µs
+// against 12.1 and 24.7 with 4 heads (docs/ATTENTION.md). Fewer than 4 read
+// each K and V row more times and lose at depth.
+const decodeHeads = 4
+
 // decodeLanes is the decode workgroup size the policy aims for: 256 lanes
 // (8 lane groups of 32, 4 of 64) make a Llama-3-8B layer at KV 16384 on
 // 132 compute units 32 splits of 512 keys. It also keeps a workgroup within
@@ -341,9 +349,10 @@ func planRows(dev Device, p Plan, s Shape, pref Prefs, rowCap int) (Plan, error)
 //     an SM (44.9 µs per Llama-3 layer at KV 16384), and without loads
 //     ahead took 34.6 µs; 8-byte loads with K and V ahead take 32.1 (116
 //     registers).
-//   - Heads: the largest divisor of the GQA group whose Q and O fit the
-//     register budget (Heads × DimsPerLane <= 64), so each K and V row is
-//     read and decoded once for all of them.
+//   - Heads: the largest divisor of the GQA group, at most decodeHeads,
+//     whose Q and O fit the register budget (Heads × DimsPerLane <= 64),
+//     so each K and V row is read and decoded once for all of them; a
+//     group with no such divisor but 1 takes the largest that fits.
 //   - Bc = Slots × keys per slot and step: 4 keys per slot for lanes of one
 //     chunk (2 with two chunks, 1 beyond); halved while the shared memory
 //     would not fit.
@@ -365,7 +374,13 @@ func planDecode(dev Device, p Plan, s Shape, pref Prefs) (Plan, error) {
 	}
 	chunks := s.HeadDim / p.Chunk
 	p.LanesPerSlot = min(1<<bits.Len(uint(chunks-1)), p.Wave.W, max(p.Wave.Subgroup, 1))
-	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return h*p.DimsPerLane() <= maxDimsPerLane })
+	fits := func(h int) bool { return h*p.DimsPerLane() <= maxDimsPerLane }
+	p.Heads = largestHeads(s.Heads/s.KVHeads, pref.Heads, func(h int) bool { return h <= decodeHeads && fits(h) })
+	if p.Heads == 1 && pref.Heads == 0 {
+		// A group with no divisor from 2 to decodeHeads (Qwen2's 7): one
+		// head a workgroup would read each K and V row 7 times.
+		p.Heads = largestHeads(s.Heads/s.KVHeads, 0, fits)
+	}
 	if p.Heads > maxDecodeHeads {
 		return Plan{}, fmt.Errorf("attention: %d q-heads per decode workgroup (at most %d)", p.Heads, maxDecodeHeads)
 	}

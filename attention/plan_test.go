@@ -75,7 +75,7 @@ func TestPlanLlama3(t *testing.T) {
 }
 
 // Head dim 256 at wave32 would put 128 dims of Q and O in a lane at 16 rows:
-// prefill drops to Br 8, and decode groups at most 8 q-heads.
+// prefill drops to Br 8, and decode groups at most decodeHeads q-heads.
 func TestPlanRegisterBudget(t *testing.T) {
 	dev := load(t, "amd-rx9070xt-radv.json")
 	s := Shape{Queries: 512, Heads: 16, KVHeads: 2, HeadDim: 256, KVLen: 4096}
@@ -90,11 +90,15 @@ func TestPlanRegisterBudget(t *testing.T) {
 		t.Errorf("d256 wave64 prefill: %v, want Br 16", p)
 	}
 	// Decode holds every head's dims in each lane: at wave 32 a key row's
-	// 32 chunks take 32 lanes, 8 dims each, so all 8 q-heads fit. On
+	// 32 chunks take 32 lanes, 8 dims each, so all 8 q-heads would fit the
+	// budget; the policy takes decodeHeads (4) of them. Forced, 8 fit. On
 	// lavapipe's 8-wide subgroups a lane holds 32 dims, and 2 heads fit.
 	s.Queries = 1
-	if p, _ = PlanFor(dev, wave(t, dev, 32), s, Prefs{}); p.Br != 1 || p.Heads != 8 || p.DimsPerLane() != 8 {
-		t.Errorf("d256 decode with 8 q-heads per KV head: %v, want all 8 in one workgroup", p)
+	if p, _ = PlanFor(dev, wave(t, dev, 32), s, Prefs{}); p.Br != 1 || p.Heads != decodeHeads || p.DimsPerLane() != 8 {
+		t.Errorf("d256 decode with 8 q-heads per KV head: %v, want %d in a workgroup", p, decodeHeads)
+	}
+	if p, err := PlanFor(dev, wave(t, dev, 32), s, Prefs{Heads: 8}); err != nil || p.Heads != 8 {
+		t.Errorf("d256 decode with 8 q-heads forced: %v %v", p, err)
 	}
 	lvp := load(t, "lavapipe-mesa22.json")
 	if p, _ := PlanFor(lvp, wave(t, lvp, 32), s, Prefs{}); p.Heads != 2 || p.DimsPerLane() != 32 || p.LanesPerSlot != 8 {
@@ -103,7 +107,7 @@ func TestPlanRegisterBudget(t *testing.T) {
 }
 
 // Odd shapes: GQA 7 (Qwen2) puts 7 heads in a decode workgroup (its scores
-// padded to 8 in the kernel); head dim 80 takes the load width that splits
+// padded to 8 in the kernel; no divisor from 2 to 4), GQA 8 4; head dim 80 takes the load width that splits
 // it evenly in prefill, and idles 6 of 16 lanes in decode; a forced Br
 // beyond the budget is honoured.
 func TestPlanShapes(t *testing.T) {
@@ -112,6 +116,11 @@ func TestPlanShapes(t *testing.T) {
 	p, err := PlanFor(dev, w, Shape{Queries: 1, Heads: 28, KVHeads: 4, HeadDim: 128, KVLen: 8192}, Prefs{})
 	if err != nil || p.Rows() != 7 || p.Slots != 8 || p.LanesPerSlot != 32 {
 		t.Errorf("gqa 7 decode: %v %v", p, err)
+	}
+	// GQA 8 (Qwen3-30B-A3B) would fit all 8 heads' dims; the policy takes 4.
+	p, err = PlanFor(dev, w, Shape{Queries: 1, Heads: 32, KVHeads: 4, HeadDim: 128, KVLen: 8192}, Prefs{})
+	if err != nil || p.Heads != 4 {
+		t.Errorf("gqa 8 decode: %v %v (want 4 q-heads a workgroup)", p, err)
 	}
 	// 32 workgroups of 256 lanes on 46 CUs split 3 ways; 1000 keys take 3
 	// shares of 384 (whole 64-key steps), none of them empty.

@@ -62,6 +62,19 @@ func RouterRowsFor(rows int) int {
 	return 16
 }
 
+// routerLanes is the router's workgroup size for rows tokens. In decode the
+// dispatch is a chain of dependent steps (the norm's pass over x, the
+// product's pass over K, the last workgroup's top-k), and each pass is as
+// many dependent loads per lane as K has values per lane: 256 lanes take
+// Qwen3-30B-A3B's 2048 in two vec4 loads, where 64 took eight. A prefill
+// batch has workgroups enough in its tokens.
+func (k *Kernels) routerLanes(rows int) int {
+	if rows <= MaxMatVecCols {
+		return min(256, k.info.MaxWorkgroupInvocations)
+	}
+	return Lanes
+}
+
 // RouterNorm asks Router to take the residual instead of the normed
 // activations: h = x / sqrt(mean(x²) + Eps) · G, computed in the kernel.
 type RouterNorm struct {
@@ -134,7 +147,7 @@ func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, 
 
 // RouterSpec is the pipeline Router builds for rows tokens.
 func (k *Kernels) RouterSpec(renorm, rms bool, rows int) vk.PipelineSpec {
-	return spec("router", 7, 20, 0, Lanes, MaxExperts, b32(renorm), uint32(RouterRowsFor(rows)), b32(rms))
+	return spec("router", 7, 20, 0, uint32(k.routerLanes(rows)), MaxExperts, b32(renorm), uint32(RouterRowsFor(rows)), b32(rms))
 }
 
 // MatVecID records matvec_id.comp, llama.cpp's mul_mat_id for decode: w
