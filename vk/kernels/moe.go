@@ -336,14 +336,14 @@ func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.
 }
 
 // IDGLUShape is the shape MatVecIDGLU uses for rows × K experts: k.MatVec,
-// or with q8 k.MatVecQ8For's, with Rows raised to an even count (a
-// workgroup computes Rows/2 rows of gate and of up).
+// or with q8 k.MatVecQ8For's, with Rows raised to an even count of at
+// least gatedRows (a workgroup computes Rows/2 rows of gate and of up).
 func (k *Kernels) IDGLUShape(q8 bool, rows, K int) MatVecShape {
 	sh := k.MatVec
 	if q8 {
 		sh = k.MatVecQ8For(2*rows, K)
 	}
-	sh.Rows = ceil(sh.Rows, 2) * 2
+	sh.Rows = max(ceil(sh.Rows, 2)*2, gatedRows)
 	return sh
 }
 

@@ -98,7 +98,7 @@ func (st *Stack) masks() (rope, cache, bias uint32) {
 // k.MatVec), with Rows raised to what the epilogues need: an even count
 // where rows are finished in pairs (RoPE, f16 cache words, gate beside
 // up), a multiple of 4 for NeoX RoPE (two pairs i, i+dims/2 and their
-// neighbours, for the f16 words).
+// neighbours, for the f16 words), at least gatedRows for a gated stack.
 func (k *Kernels) StackShape(st *Stack) MatVecShape {
 	if st.Shape != (MatVecShape{}) {
 		return st.Shape
@@ -120,6 +120,9 @@ func (k *Kernels) StackShape(st *Stack) MatVecShape {
 		step = 4
 	}
 	sh.Rows = ceil(sh.Rows, step) * step
+	if st.Gated != nil {
+		sh.Rows = max(sh.Rows, gatedRows)
+	}
 	return sh
 }
 
