@@ -24,8 +24,8 @@ var (
 	// tokens/s.
 	defaultMatVecQ8 = MatVecShape{Rows: 2, Unroll: 1}
 	// gatedRows is the fewest rows a gated product's workgroup takes (half
-	// of gate, half of up: MatVecStack with Gated, MatVecIDGLU), whatever
-	// the plain products' shape. Its 8-bit copy's 32-value block is counted
+	// of gate, half of up: MatVecStack with Gated over one column,
+	// MatVecIDGLU), whatever the plain products' shape. Its 8-bit copy's 32-value block is counted
 	// done by 32/(rows/2) workgroups; at 2 rows that was 32 device-scope
 	// atomics on one counter and 14336 workgroups for Llama-3-8B's gate and
 	// up. On an H100 8 rows took Llama-3-8B tg128 from 273–277 to 283–285

@@ -98,7 +98,8 @@ func (st *Stack) masks() (rope, cache, bias uint32) {
 // k.MatVec), with Rows raised to what the epilogues need: an even count
 // where rows are finished in pairs (RoPE, f16 cache words, gate beside
 // up), a multiple of 4 for NeoX RoPE (two pairs i, i+dims/2 and their
-// neighbours, for the f16 words), at least gatedRows for a gated stack.
+// neighbours, for the f16 words), at least gatedRows for a gated stack of
+// one column.
 func (k *Kernels) StackShape(st *Stack) MatVecShape {
 	if st.Shape != (MatVecShape{}) {
 		return st.Shape
@@ -120,7 +121,10 @@ func (k *Kernels) StackShape(st *Stack) MatVecShape {
 		step = 4
 	}
 	sh.Rows = ceil(sh.Rows, step) * step
-	if st.Gated != nil {
+	if st.Gated != nil && st.N == 1 {
+		// One column: a batch's accumulators are rows × columns, and at 8
+		// rows RADV's passes of 2 to 8 sequences lost occupancy (polaris10
+		// 256 VGPRs from 2 sequences, navi31 192 at 8; docs/AMD.md).
 		sh.Rows = max(sh.Rows, gatedRows)
 	}
 	return sh
