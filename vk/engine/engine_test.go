@@ -139,10 +139,13 @@ func TestArchMatchesCPU(t *testing.T) {
 					ref.F16KV = true
 					want := forwardPrompt(t, f, ref, ub, long)
 					opts := []engine.Options{{Wave: 32, IntDot: f32.IntDot}, {Wave: 64, IntDot: f32.IntDot}}
-					if strings.Contains(m, "moe") && ub > kernels.MaxMatVecCols {
-						// Every fusion off: the router as a product and
-						// route.comp, which the fused router otherwise
-						// replaces in prefill too.
+					if ub == 1 || strings.Contains(m, "moe") && ub > kernels.MaxMatVecCols {
+						// Every fusion off: decode's separate norms,
+						// rotations, cache stores and products, which the
+						// fusions otherwise replace in every decode step;
+						// for the MoE model's batches the router as a
+						// product and route.comp, which the fused router
+						// otherwise replaces in prefill too.
 						all, _ := engine.ParseFusions("all")
 						opts = append(opts, engine.Options{Wave: 32, IntDot: f32.IntDot, Unfuse: all})
 					}
