@@ -107,9 +107,10 @@ func TestPlanRegisterBudget(t *testing.T) {
 }
 
 // Odd shapes: GQA 7 (Qwen2) puts 7 heads in a decode workgroup (its scores
-// padded to 8 in the kernel; no divisor from 2 to 4), GQA 8 4; head dim 80 takes the load width that splits
-// it evenly in prefill, and idles 6 of 16 lanes in decode; a forced Br
-// beyond the budget is honoured.
+// padded to 8 in the kernel; 7 has no divisor from 2 to 4), GQA 8 only 4;
+// head dim 80 takes the load width that splits it evenly in prefill, and
+// idles 6 of 16 lanes in decode; a forced Br beyond the budget is
+// honoured.
 func TestPlanShapes(t *testing.T) {
 	dev := load(t, "nvidia-rtx4070-nvidia.json")
 	w := wave(t, dev, 32)

@@ -25,10 +25,10 @@ var (
 	defaultMatVecQ8 = MatVecShape{Rows: 2, Unroll: 1}
 	// gatedRows is the fewest rows a gated product's workgroup takes (half
 	// of gate, half of up: MatVecStack with Gated over one column,
-	// MatVecIDGLU), whatever the plain products' shape. Its 8-bit copy's 32-value block is counted
-	// done by 32/(rows/2) workgroups; at 2 rows that was 32 device-scope
-	// atomics on one counter and 14336 workgroups for Llama-3-8B's gate and
-	// up. On an H100 8 rows took Llama-3-8B tg128 from 273–277 to 283–285
+	// MatVecIDGLU), whatever the plain products' shape. Its 8-bit copy's
+	// 32-value block is counted done by 32/(rows/2) workgroups; at 2 rows
+	// that was 32 device-scope atomics on one counter and 14336 workgroups
+	// for Llama-3-8B's gate and up. On an H100 8 rows took Llama-3-8B tg128 from 273–277 to 283–285
 	// tokens/s and Qwen3-30B-A3B's from 231–236 to 238–244 (16 rows lost:
 	// 259–260 and 228–229; docs/BENCHMARKS.md). RADV builds the 8-row
 	// pipelines in the registers of the 2-row ones (docs/AMD.md).
