@@ -36,15 +36,36 @@ type logprobs struct {
 
 func (lp *logprobs) measure(logits []float32) {
 	lp.logits = append(lp.logits[:0], logits...)
-	mx := math.Inf(-1)
+	mx := float32(math.Inf(-1))
 	for _, v := range logits {
-		mx = max(mx, float64(v))
+		mx = max(mx, v)
 	}
+	lp.lse = float64(mx) + math.Log(expSum(logits, mx))
+}
+
+// expSum is Σ exp(v − mx) over logits whose largest is mx. It runs in every
+// sampling step of a request with logprobs, over the whole vocabulary, where
+// math.Exp took 2.3–2.5 ms a token for Qwen3's 151936 logits on this
+// project's CI machine: as long as a decode step on a GPU. Here each term
+// is 2^x split into 2^n (an exponent field) and 2^f for f in [−½, ½]
+// (Cephes' exp2f polynomial, relative error below 2e-7) in float32, summed
+// in float64: 1.25 ms. Terms below 2^−125 are dropped: each is under
+// float32's precision of the sum, which is at least 1 (the max's own term).
+func expSum(logits []float32, mx float32) float64 {
+	const log2e = 1.4426950408889634
 	var sum float64
 	for _, v := range logits {
-		sum += math.Exp(float64(v) - mx)
+		x := (v - mx) * log2e // ≤ 0
+		if !(x >= -125) {
+			continue // also a −Inf (banned) or NaN logit
+		}
+		n := int32(x - 0.5) // x rounded to the nearest integer: truncation is ceil below 0
+		f := x - float32(n)
+		p := 1 + f*(6.931472028550421e-1+f*(2.402264791363012e-1+f*(5.550332471162809e-2+
+			f*(9.618437357674640e-3+f*(1.339887440266574e-3+f*1.535336188319500e-4)))))
+		sum += float64(p * math.Float32frombits(uint32(n+127)<<23))
 	}
-	lp.lse = mx + math.Log(sum)
+	return sum
 }
 
 // entry is the chosen token's entry; the alternatives are the sampler's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -153,4 +154,48 @@ func TestLogprobs(t *testing.T) {
 			t.Errorf("logprobs %v (present %v), want null", v, ok)
 		}
 	})
+}
+
+// TestExpSum checks expSum against float64 math.Exp: logits of several
+// spreads (the sum then led by one term, or by thousands), a vocabulary of
+// one, logits far below the max, and −Inf (a banned token).
+func TestExpSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []struct {
+		n     int
+		scale float64
+	}{{1, 1}, {7, 0.01}, {1000, 1}, {151936, 4}, {151936, 40}, {32000, 300}} {
+		logits := make([]float32, c.n)
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * c.scale)
+		}
+		if c.n > 10 {
+			logits[3] = float32(math.Inf(-1))
+		}
+		mx := float32(math.Inf(-1))
+		for _, v := range logits {
+			mx = max(mx, v)
+		}
+		var want float64
+		for _, v := range logits {
+			want += math.Exp(float64(v) - float64(mx))
+		}
+		got := expSum(logits, mx)
+		if e := math.Abs(got-want) / want; !(e <= 4e-7) {
+			t.Errorf("%d logits of spread %g: expSum %v, want %v (relative error %.3g)", c.n, c.scale, got, want, e)
+		}
+	}
+}
+
+// BenchmarkExpSum is what logprobs cost per sampled token at Qwen3's
+// vocabulary.
+func BenchmarkExpSum(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 4)
+	}
+	for range b.N {
+		expSum(logits, 20)
+	}
 }
