@@ -78,7 +78,9 @@ func (d *Device) Pipeline(s PipelineSpec) (*Pipeline, error) {
 	p.spec.Spec = append([]uint32(nil), s.Spec...)
 	words, err := d.checkSpec(p)
 	if err == nil {
-		err = p.build(words)
+		// One pause for the build's four binding calls: the first pause
+		// runs a collection (gcpause.go), the nested ones none.
+		withoutGC(func() { err = p.build(words) })
 	}
 	if err != nil {
 		p.release()
