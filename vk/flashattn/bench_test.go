@@ -42,7 +42,6 @@ var (
 	benchCoop   = flag.Bool("coop", false, "BenchmarkLlama3: prefill on the cooperative-matrix kernel, as the engine chooses it (-br and -stage then do nothing)")
 	benchCoopHG = flag.Int("coop-heads", 0, "BenchmarkLlama3 -coop: force the q-heads per workgroup (0: the policy's)")
 	benchCoopBc = flag.Int("coop-bc", 0, "BenchmarkLlama3 -coop: force the keys per tile (0: the policy's)")
-	benchCoopSp = flag.Int("coop-splits", 0, "BenchmarkLlama3 -coop: force the split count (0: the policy's)")
 )
 
 // The Llama-3-8B attention shape; -kv-heads 4 makes it Qwen3-30B-A3B's
@@ -104,7 +103,7 @@ func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	}
 	fa, err := New(d, o)
 	if err == nil {
-		fa.coopHeads, fa.coopBc, fa.coopSplit = *benchCoopHG, *benchCoopBc, *benchCoopSp
+		fa.coopHeads, fa.coopBc = *benchCoopHG, *benchCoopBc
 	}
 	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: *benchKVHeads, HeadDim: benchDim,
 		Context: c.kv, Scale: float32(1 / math.Sqrt(benchDim))}
@@ -168,7 +167,7 @@ func benchLlama3(b *testing.B, d *vk.Device, c benchCase, io IO, step *vk.Buffer
 	if err := step.Write(0, binary.LittleEndian.AppendUint32(nil, uint32(c.kv-c.queries))); err != nil {
 		b.Fatal(err)
 	}
-	if n, err := fa.ScratchBytes(sh); err != nil || n == 0 {
+	if plan.Splits == 1 {
 		io.Scratch = vk.Binding{}
 	}
 	if cp, err := fa.CoopPlan(sh); err == nil {

@@ -3,7 +3,6 @@ package flashattn
 import (
 	"fmt"
 
-	"github.com/vkinfer/vkinfer/attention"
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/shaders"
 	"github.com/vkinfer/vkinfer/vk"
@@ -11,8 +10,8 @@ import (
 
 // CoopPlan is the geometry of the cooperative-matrix prefill kernel
 // (shaders/glsl/flash_attn_coopmat.glsl): S = Q·Kᵀ and O += P·V on the
-// matrix units in fragments of Shape, each subgroup owning one block of
-// Shape.M query rows, the online softmax in f32 by that subgroup's lanes.
+// matrix units in fragments of Shape, the online softmax in f32 by lanes
+// that own query rows.
 type CoopPlan struct {
 	// Emulated runs flash_attn_coopmat_emu, the kernel built against
 	// coopmat.glsl's software emulation of the fragment operations: virtual
@@ -22,16 +21,12 @@ type CoopPlan struct {
 	// Subgroup is the invocations per subgroup: the hardware subgroup size
 	// the pipeline requires, or the emulation's virtual one.
 	Subgroup  int
-	Subgroups int // per workgroup, one block of Shape.M rows each
+	Subgroups int // per workgroup
 	HeadDim   int
 	Br        int // query positions per workgroup, a multiple of Shape.M
 	Heads     int // q-heads per workgroup, sharing one KV head
 	Bc        int // keys per tile
-	// Splits cuts each workgroup's keys into this many runs of whole
-	// tiles, one workgroup each (z), whose partials flash_attn_reduce
-	// merges; 1: no split.
-	Splits int
-	Mask   bool
+	Mask      bool
 	// SharedBytes is the shared memory the kernel declares.
 	SharedBytes int
 }
@@ -50,10 +45,9 @@ func (p CoopPlan) Shader() string {
 	return "flash_attn_coopmat"
 }
 
-// Workgroups is the dispatch grid for a shape: query blocks × head groups
-// × splits.
+// Workgroups is the dispatch grid for a shape: query blocks × head groups.
 func (p CoopPlan) Workgroups(sh Shape) (x, y, z int) {
-	return (sh.Queries + p.Br - 1) / p.Br, sh.KVHeads * (sh.Heads / sh.KVHeads / p.Heads), p.Splits
+	return (sh.Queries + p.Br - 1) / p.Br, sh.KVHeads * (sh.Heads / sh.KVHeads / p.Heads), 1
 }
 
 func (p CoopPlan) String() string {
@@ -61,30 +55,27 @@ func (p CoopPlan) String() string {
 	if p.Emulated {
 		e = " emulated"
 	}
-	return fmt.Sprintf("coopmat%s %dx%dx%d: d=%d br=%d heads=%d bc=%d splits=%d %d subgroups of %d, %d B shared",
-		e, p.Shape.M, p.Shape.N, p.Shape.K, p.HeadDim, p.Br, p.Heads, p.Bc, p.Splits, p.Subgroups, p.Subgroup, p.SharedBytes)
+	return fmt.Sprintf("coopmat%s %dx%dx%d: d=%d br=%d heads=%d bc=%d %d subgroups of %d, %d B shared",
+		e, p.Shape.M, p.Shape.N, p.Shape.K, p.HeadDim, p.Br, p.Heads, p.Bc, p.Subgroups, p.Subgroup, p.SharedBytes)
 }
 
 // coopShared is the shared memory of flash_attn_coopmat.glsl's arrays
-// for a plan (keep in step with the shader's declarations).
-func coopShared(p CoopPlan) int {
-	m, bc := p.Shape.M, p.Bc
-	n := 2 * bc * (p.HeadDim + 8) * 2 // shKV (f16)
-	if coopQReg(p.HeadDim) {
+// for a geometry (keep in step with the shader's declarations).
+func coopShared(d, br, heads, bc, lanes int, mask bool) int {
+	rows := br * heads
+	n := bc*(d+8)*2 + rows*(bc+8)*2 // shKV, shP (f16)
+	if coopQReg(d) {
 		n += 16 // shQ's placeholder
 	} else {
-		n += p.Rows() * (p.HeadDim + 8) * 2
+		n += rows * (d + 8) * 2
 	}
-	n += p.Subgroups * bc * (m + 4) * 4 // shS
-	n += p.Subgroups * m * (bc + 8) * 2 // shP
-	n += p.Subgroups * m * 4            // shR
-	n += p.Lanes() * 4                  // red
-	if p.Mask {
-		n += (p.Br*(bc+1) + 3) / 4 * 16 // mtile, whole 16-byte units
+	n += max(bc, d) * (rows + 4) * 4 // shSO
+	if mask {
+		n += (br*(bc+1) + 3) / 4 * 16 // mtile, whole 16-byte units
 	} else {
 		n += 16
 	}
-	return n + 16 // mlive4
+	return n + 2*lanes*4 + 16 // redm, reds, mlive4
 }
 
 // coopQReg says whether the kernel keeps Q's fragments in registers
@@ -96,15 +87,17 @@ func coopQReg(headDim int) bool { return headDim <= 128 }
 // below it the scalar kernel's narrower tiles waste less.
 const CoopMinQueries = 16
 
-// coopTile is a workgroup's subgroups (each a block of the fragment's M
-// query rows) and keys per tile. Its q-heads are as many of the GQA group
-// as divide the subgroups: they share the K/V tiles, and fewer positions
-// per workgroup skip more of the causal triangle.
-type coopTile struct{ subgroups, bc int }
+// coopTile is a workgroup's q-heads (of one GQA group, sharing its K/V
+// tiles) and keys per tile.
+type coopTile struct{ heads, bc int }
 
-// coopTiles are the geometries tried, in order: the first that the head
-// dim and the device's shared memory and invocations allow.
-var coopTiles = []coopTile{{4, 32}, {4, 16}, {2, 32}, {2, 16}, {1, 16}}
+// coopTiles are the geometries tried, in order: the first that the GQA
+// group, the head dim and the device's shared memory allow. Measured on the
+// H200 (Llama-3-8B's attention, 512 queries at depths 8192 and 16384,
+// docs/BENCHMARKS.md): 2 heads x 64 keys 54-55 TFLOP/s, 1 x 32 50-51, 1 x
+// 64 46-47, 1 x 16 35. The kernel is bound by latency more than by K/V
+// traffic: smaller tiles leave room for more workgroups on a compute unit.
+var coopTiles = []coopTile{{2, 64}, {1, 32}, {1, 64}, {2, 32}, {1, 16}}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
 // saying why Record runs the scalar kernel instead: the kernel is off
@@ -116,9 +109,6 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	switch {
 	case f.coopEmu:
 		p.Shape, p.Subgroup = coopmat.Shape{M: 16, N: 16, K: 16}, coopEmuSubgroup
-		if f.coopSubgroup > 0 {
-			p.Subgroup = f.coopSubgroup
-		}
 		if f.coop.F16.M > 0 {
 			p.Shape = f.coop.F16
 		}
@@ -149,79 +139,43 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	case !f.info.FP16:
 		return p, fmt.Errorf("flashattn: %s has no f16 arithmetic", f.info.Name)
 	}
+	p.Br = s.M * ((CoopMinQueries + s.M - 1) / s.M)
 	group := sh.Heads / sh.KVHeads
 	if h := f.coopHeads; h > 0 && group%h != 0 {
 		return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, group)
 	}
 	tiles := coopTiles
-	if h := f.coopHeads; h > 0 || f.coopBc > 0 {
-		sgs := 4
-		if h > 0 && sgs%h != 0 {
-			sgs = h
-		}
-		tiles = []coopTile{{sgs, f.coopBc}}
+	if f.coopHeads > 0 || f.coopBc > 0 {
+		tiles = []coopTile{{max(f.coopHeads, 1), f.coopBc}}
 		if f.coopBc == 0 {
-			tiles = []coopTile{{sgs, 32}, {sgs, 16}}
+			tiles = []coopTile{{tiles[0].heads, 32}, {tiles[0].heads, 64}, {tiles[0].heads, 16}}
 		}
 	}
 	for _, t := range tiles {
-		if t.bc%s.N != 0 || t.bc%s.K != 0 {
+		if t.bc%s.N != 0 || t.bc%s.K != 0 || group%t.heads != 0 {
 			continue
 		}
 		q := p
-		q.Subgroups, q.Bc = t.subgroups, t.bc
-		q.Heads = gcd(group, t.subgroups)
-		if f.coopHeads > 0 {
-			q.Heads = f.coopHeads
+		q.Heads, q.Bc = t.heads, t.bc
+		if coopQReg(sh.HeadDim) && q.Rows() > t.bc { // Q passes through the K/V tile
+			continue
 		}
-		q.Br = t.subgroups * s.M / q.Heads
+		// Four subgroups, or more until every row has whole lanes and the
+		// subgroups split evenly over the row blocks (each keeps one
+		// block's Q fragments).
+		q.Subgroups = 4
+		for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
+			q.Subgroups *= 2
+		}
 		if q.Lanes() > f.info.MaxWorkgroupInvocations {
 			continue
 		}
-		q.SharedBytes = coopShared(q)
+		q.SharedBytes = coopShared(sh.HeadDim, q.Br, t.heads, t.bc, q.Lanes(), sh.Mask)
 		if q.SharedBytes <= f.info.SharedMemory {
-			q.Splits = f.coopSplits(q, sh)
 			return q, nil
 		}
 	}
-	return p, fmt.Errorf("flashattn: no tile of %v (subgroups, keys) fits the device's %d bytes of shared memory and %d invocations at head dim %d", tiles, f.info.SharedMemory, f.info.MaxWorkgroupInvocations, sh.HeadDim)
-}
-
-// coopSplits is the split count for plan p: enough workgroups for
-// coopWorkgroupsPerCU on every compute unit, each split at least two
-// tiles. A subgroup owns 16 query rows for the whole walk, so a 512-query
-// prefill is only 1024 subgroups of work over every head, too few to hide
-// the latency of each tile's dependent steps on a large GPU.
-func (f *FlashAttn) coopSplits(p CoopPlan, sh Shape) int {
-	if f.coopSplit > 0 {
-		return f.coopSplit
-	}
-	cus := f.dev.ComputeUnits
-	if cus == 0 {
-		cus = 32
-	}
-	x, y, _ := p.Workgroups(sh)
-	target := coopWorkgroupsPerCU * cus
-	kv := sh.policy().KVLen
-	n := min((target+x*y-1)/(x*y), kv/(2*p.Bc), attention.MaxSplits)
-	if n <= 1 {
-		return 1
-	}
-	// Each split takes whole tiles (key_range), so a count whose shares
-	// round up would leave the last splits empty.
-	share := ((kv+n-1)/n + p.Bc - 1) / p.Bc * p.Bc
-	return (kv + share - 1) / share
-}
-
-// coopWorkgroupsPerCU is the workgroups per compute unit the splits aim
-// for.
-const coopWorkgroupsPerCU = 8
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
+	return p, fmt.Errorf("flashattn: no tile of %v (q-heads, keys) fits the device's %d bytes of shared memory and %d invocations at head dim %d", tiles, f.info.SharedMemory, f.info.MaxWorkgroupInvocations, sh.HeadDim)
 }
 
 // coopEmuSubgroup is the emulation's virtual subgroup: lavapipe's 8-wide
@@ -238,14 +192,13 @@ func coopSpec(p CoopPlan) vk.PipelineSpec {
 	return vk.PipelineSpec{Name: p.Shader(), SPIRV: shaders.SPIRV(p.Shader()), Bindings: 7, PushSize: pushBytes,
 		SubgroupSize: sg,
 		Spec: []uint32{uint32(p.HeadDim), uint32(p.Lanes()), uint32(p.Subgroup), uint32(p.Br), uint32(p.Heads),
-			uint32(p.Bc), 1, 8, b32(p.Mask), b32(p.Splits > 1), 0, uint32(p.Shape.M), uint32(p.Shape.N), uint32(p.Shape.K)}}
+			uint32(p.Bc), 1, 8, b32(p.Mask), 0, 0, uint32(p.Shape.M), uint32(p.Shape.N), uint32(p.Shape.K)}}
 }
 
 // recordCoop records the cooperative-matrix kernel: one dispatch.
 func (f *FlashAttn) recordCoop(s *vk.Sequence, io IO, sh Shape, p CoopPlan) error {
 	gx, gy, gz := p.Workgroups(sh)
-	if lim := f.info.MaxWorkgroupCount; gx > int(lim[0]) || gy > int(lim[1]) || gz > int(lim[2]) ||
-		p.Splits > 1 && (sh.Heads > int(lim[0]) || sh.Queries > int(lim[1])) {
+	if lim := f.info.MaxWorkgroupCount; gx > int(lim[0]) || gy > int(lim[1]) {
 		return fmt.Errorf("flashattn: %d×%d×%d workgroups exceed the device's grid %v", gx, gy, gz, lim)
 	}
 	qBytes := 4 * int64(sh.Queries) * int64(sh.Heads*sh.HeadDim)
@@ -270,26 +223,7 @@ func (f *FlashAttn) recordCoop(s *vk.Sequence, io IO, sh Shape, p CoopPlan) erro
 	if err != nil {
 		return err
 	}
-	if p.Splits == 1 {
-		s.Dispatch(pipe, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out},
-			sh.push(), uint32(gx), uint32(gy), uint32(gz))
-		return nil
-	}
-	oBytes, mlBytes := scratchLayout(p.Splits, sh)
-	if err := need("scratch", io.Scratch, oBytes+mlBytes); err != nil {
-		return err
-	}
-	reduce, err := f.pipeline(reduceSpec(sh.HeadDim, false))
-	if err != nil {
-		return err
-	}
-	part := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off, Size: oBytes}
-	ml := vk.Binding{Buf: io.Scratch.Buf, Off: io.Scratch.Off + oBytes, Size: mlBytes}
-	s.Dispatch(pipe, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, part, ml},
+	s.Dispatch(pipe, []vk.Binding{io.Q, io.K, io.V, io.Mask, io.Step, io.Out, io.Out},
 		sh.push(), uint32(gx), uint32(gy), uint32(gz))
-	s.Barrier()
-	s.Dispatch(reduce, []vk.Binding{part, ml, io.Out, io.Out},
-		vk.Push(uint32(sh.Queries), uint32(sh.Heads), uint32(p.Splits)),
-		uint32(sh.Heads), uint32(sh.Queries), 1)
 	return nil
 }

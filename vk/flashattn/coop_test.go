@@ -18,11 +18,10 @@ import (
 )
 
 // coopCase is one problem for the cooperative-matrix kernel, with its
-// q-heads per workgroup, tile width and (emulated) subgroup size forced
-// when not 0.
+// q-heads per workgroup and tile width forced when not 0.
 type coopCase struct {
 	inputs
-	hg, bc, sg, split int
+	hg, bc int
 }
 
 func (c coopCase) String() string {
@@ -42,12 +41,6 @@ func (c coopCase) String() string {
 	if c.bc > 0 {
 		s += fmt.Sprintf("/bc%d", c.bc)
 	}
-	if c.sg > 0 {
-		s += fmt.Sprintf("/sg%d", c.sg)
-	}
-	if c.split > 0 {
-		s += fmt.Sprintf("/split%d", c.split)
-	}
 	return s
 }
 
@@ -63,10 +56,7 @@ const coopTolerance = 4e-3
 // dims 64, 80, 96 and 128; with and without a mask (maskFor: a fully
 // masked tile of keys 32..63, and a fully masked query row); scores that
 // keep passing the running max; one, two and four q-heads per workgroup
-// (the policy takes as many as fit); tiles of 16; emulated subgroups of 8
-// (two rows a lane), 16 (one), 32 and 64 (two and four lanes a row); the
-// policy's splits of the keys (most cases), none, and more splits than
-// tiles (empty ones);
+// (the policy takes as many as fit); tiles of 16;
 // sliding windows over rings that have wrapped (of exactly window+queries-1
 // rows, and looser) and over a cache of every position.
 var coopCases = []coopCase{
@@ -87,11 +77,6 @@ var coopCases = []coopCase{
 	{inputs: inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 30, queries: 16, past: 77, window: 15}},
 	{inputs: inputs{dim: 128, gqa: 2, kvHeads: 2, kv: 170, queries: 100, past: 900, window: 40, mask: true}},
 	{inputs: inputs{dim: 96, gqa: 1, kvHeads: 1, kv: 1000, queries: 31, window: 7}, bc: 16},
-	{inputs: inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 200, queries: 37, mask: true}, sg: 16},
-	{inputs: inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 150, queries: 70, past: 3, rising: true}, sg: 32},
-	{inputs: inputs{dim: 32, gqa: 4, kvHeads: 1, kv: 100, queries: 20, mask: true}, sg: 64},
-	{inputs: inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 300, queries: 40, mask: true}, split: 1},
-	{inputs: inputs{dim: 64, gqa: 2, kvHeads: 1, kv: 90, queries: 16, past: 4}, split: 7},
 }
 
 // TestFlashAttnCoopEmulated runs the cooperative-matrix kernel built
@@ -166,10 +151,7 @@ func runCoop(t *testing.T, d *vk.Device, o Options, cases []coopCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fa.coopHeads, fa.coopBc, fa.coopSplit = c.hg, c.bc, c.split
-		if o.CoopEmulated {
-			fa.coopSubgroup = c.sg
-		}
+		fa.coopHeads, fa.coopBc = c.hg, c.bc
 		t0 := time.Now()
 		e, plan, err := runCoopCase(t, d, fa, c)
 		fa.Close()
@@ -192,8 +174,8 @@ func runCoopCase(t *testing.T, d *vk.Device, fa *FlashAttn, c coopCase) (float64
 	tol := 1e-3
 	if cp, err := fa.CoopPlan(sh); err == nil {
 		plan, tol = cp.String(), coopTolerance
-		if c.hg > 0 && cp.Heads != c.hg || c.bc > 0 && cp.Bc != c.bc || c.split > 0 && cp.Splits != c.split {
-			return 0, plan, fmt.Errorf("plan %v does not honour heads %d, bc %d, splits %d", cp, c.hg, c.bc, c.split)
+		if c.hg > 0 && cp.Heads != c.hg || c.bc > 0 && cp.Bc != c.bc {
+			return 0, plan, fmt.Errorf("plan %v does not honour heads %d, bc %d", cp, c.hg, c.bc)
 		}
 	} else if sh.Queries >= CoopMinQueries && sh.HeadDim%16 == 0 {
 		return 0, "", fmt.Errorf("no cooperative-matrix plan: %v", err)

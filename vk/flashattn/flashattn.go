@@ -160,11 +160,10 @@ type FlashAttn struct {
 
 	// The cooperative-matrix kernel (coop.go): Options.Coop and
 	// CoopEmulated; coopHeads and coopBc force its q-heads per workgroup
-	// and tile width, coopSubgroup the emulation's virtual subgroup and
-	// coopSplit its split count, when not 0 (tests and benchmarks).
-	coop                                       coopmat.Choice
-	coopEmu                                    bool
-	coopHeads, coopBc, coopSubgroup, coopSplit int
+	// and tile width when not 0 (tests).
+	coop              coopmat.Choice
+	coopEmu           bool
+	coopHeads, coopBc int
 }
 
 type pipeKey struct {
@@ -268,24 +267,18 @@ func (f *FlashAttn) ScratchBytes(sh Shape) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	o, ml := scratchLayout(p.Splits, sh)
-	if cp, err := f.CoopPlan(sh); err == nil {
-		// Record runs the scalar plan instead where an 8-bit output is
-		// asked for: the scratch serves either.
-		co, cml := scratchLayout(cp.Splits, sh)
-		o, ml = max(o, co), max(ml, cml)
-	}
+	o, ml := scratchLayout(p, sh)
 	return o + ml, nil
 }
 
 // scratchLayout sizes the partial outputs [split][Queries][Heads][HeadDim]
 // and the (m, l) pairs that follow them, at an offset every device accepts
 // for a storage binding (minStorageBufferOffsetAlignment is at most 256).
-func scratchLayout(splits int, sh Shape) (o, ml int64) {
-	if splits == 1 {
+func scratchLayout(p attention.Plan, sh Shape) (o, ml int64) {
+	if p.Splits == 1 {
 		return 0, 0
 	}
-	rows := int64(splits) * int64(sh.Queries) * int64(sh.Heads)
+	rows := int64(p.Splits) * int64(sh.Queries) * int64(sh.Heads)
 	return (rows*int64(sh.HeadDim)*4 + 255) &^ 255, rows * 8
 }
 
@@ -329,7 +322,7 @@ func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
 	} else {
 		io.Mask = io.Q
 	}
-	oBytes, mlBytes := scratchLayout(p.Splits, sh)
+	oBytes, mlBytes := scratchLayout(p, sh)
 	if p.Splits > 1 {
 		checks = append(checks, check{"scratch", io.Scratch, oBytes + mlBytes})
 	}
@@ -438,9 +431,6 @@ func reduceSpec(headDim int, q8 bool) vk.PipelineSpec {
 // Listing them builds nothing.
 func (f *FlashAttn) Specs(sh Shape, q8 bool) ([]vk.PipelineSpec, error) {
 	if cp, err := f.CoopPlan(sh); err == nil && !q8 {
-		if cp.Splits > 1 {
-			return []vk.PipelineSpec{coopSpec(cp), reduceSpec(sh.HeadDim, false)}, nil
-		}
 		return []vk.PipelineSpec{coopSpec(cp)}, nil
 	}
 	p, err := f.Plan(sh)
