@@ -22,9 +22,18 @@
 //   CM_LOAD_A4, CM_LOAD_BT4           CM_LOAD_A and CM_LOAD_BT from an array
 //                                     of f16vec4, off and stride counted in
 //                                     vec4s (so stores to it are 8 bytes wide)
+// and f32 accumulator-shaped fragments constant along a row (R: a value
+// per row m), loaded from an array of vec4 (off counted in vec4s) by a load
+// of stride 0:
+//   CM_DECL_R(name, n)
+//   CM_LOAD_R4(r, arr, off)           r[m][n] = component m of the floats from arr[off] on
+//   CM_MUL_R(c, r)                    c[m][n] *= r[m][n], element by element
 // Every invocation of a subgroup must reach them together, with the same
 // arguments; loads and stores of shared memory need the usual barriers.
-// CM_SUBGROUP is the subgroup's index in the workgroup.
+// CM_SUBGROUP is the subgroup's index in the workgroup. CM_UNROLL unrolls
+// a loop over an array of fragments on the device, where the fragments
+// must be indexed by constants, and not in the emulation, whose fragments
+// are plain arrays and whose unrolled code lavapipe takes minutes to build.
 //
 // The emulation gives every invocation of a (virtual) subgroup of SGV
 // consecutive invocations the whole fragment; they compute identical
@@ -40,12 +49,10 @@
 //   CM_LOAD_IA16(a, arr, off, stride)  a[m][k] = byte k of the bytes from arr[off + m*stride] on
 //   CM_LOAD_IBT16(b, arr, off, stride) b[k][n] = byte k of the bytes from arr[off + n*stride] on
 //   CM_IMULADD(c, a, b)               c += a * b, exact in 32 bits
-// and f32 accumulator-shaped fragments that are constant along a row (R:
-// a value per row m) or along a column (S: a value per column n), loaded
-// from an array of vec4 (off counted in vec4s) by a load of stride 0:
-//   CM_DECL_R(name, n), CM_DECL_S(name, n)
-//   CM_LOAD_R4(r, arr, off)           r[m][n] = component m of the floats from arr[off] on
-//   CM_LOAD_S4(s, arr, off)           s[m][n] = component n of ...
+// and f32 accumulator-shaped fragments that are constant along a column
+// (S: a value per column n), loaded like R:
+//   CM_DECL_S(name, n)
+//   CM_LOAD_S4(s, arr, off)           s[m][n] = component n of the floats from arr[off] on
 //   CM_ADD_SCALED(c, p, r, s)         c += float(p) * r * s, element by element
 //   CM_ADD_OUTER(c, r, s)             c += r * s, element by element
 // The element order of a fragment is the implementation's, so a value
@@ -56,6 +63,7 @@
 
 #ifdef COOPMAT_EMULATE
 
+#define CM_UNROLL
 #define CM_DECL_A(name, n) float16_t name[n][CM_M * CM_K]
 #define CM_DECL_B(name, n) float16_t name[n][CM_K * CM_N]
 #define CM_DECL_C(name, n) float name[n][CM_M * CM_N]
@@ -101,6 +109,15 @@
     for (uint cm_e = gl_LocalInvocationIndex % SGV; cm_e < CM_M * CM_N; cm_e += SGV) { \
         arr[(off) + (cm_e % CM_N) * (stride) + cm_e / CM_N] = (c)[cm_e]; \
     }
+#define CM_DECL_R(name, n) float name[n][CM_M]
+#define CM_LOAD_R4(r, arr, off)                                 \
+    for (uint cm_m = 0u; cm_m < CM_M; cm_m++) {                 \
+        (r)[cm_m] = arr[(off) + cm_m / 4u][cm_m % 4u];          \
+    }
+#define CM_MUL_R(c, r)                                          \
+    for (uint cm_e = 0u; cm_e < CM_M * CM_N; cm_e++) {          \
+        (c)[cm_e] *= (r)[cm_e / CM_N];                          \
+    }
 
 #ifdef COOP_INT8
 // Integer fragments hold their bytes packed four to a word: A by rows, B by
@@ -109,7 +126,6 @@
 #define CM_DECL_IA(name, n) uint name[n][CM_M * CM_KW]
 #define CM_DECL_IB(name, n) uint name[n][CM_N * CM_KW]
 #define CM_DECL_IC(name, n) int name[n][CM_M * CM_N]
-#define CM_DECL_R(name, n) float name[n][CM_M]
 #define CM_DECL_S(name, n) float name[n][CM_N]
 
 // cm_sdot4: the sum of the products of the four signed bytes of a and b.
@@ -143,10 +159,6 @@ int cm_sdot4(uint a, uint b) {
             (c)[cm_m * CM_N + cm_n] = cm_s;                     \
         }                                                       \
     }
-#define CM_LOAD_R4(r, arr, off)                                 \
-    for (uint cm_m = 0u; cm_m < CM_M; cm_m++) {                 \
-        (r)[cm_m] = arr[(off) + cm_m / 4u][cm_m % 4u];          \
-    }
 #define CM_LOAD_S4(s, arr, off)                                 \
     for (uint cm_n = 0u; cm_n < CM_N; cm_n++) {                 \
         (s)[cm_n] = arr[(off) + cm_n / 4u][cm_n % 4u];          \
@@ -167,6 +179,7 @@ int cm_sdot4(uint a, uint b) {
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 
+#define CM_UNROLL [[unroll]]
 #define CM_A_T coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA>
 #define CM_B_T coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB>
 #define CM_C_T coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>
@@ -185,6 +198,11 @@ int cm_sdot4(uint a, uint b) {
 #define CM_LOAD_BT4(b, arr, off, stride) CM_LOAD_BT(b, arr, off, stride)
 #define CM_MULADD(c, a, b) c = coopMatMulAdd(a, b, c)
 #define CM_STORE_CT(c, arr, off, stride) coopMatStore(c, arr, off, stride, gl_CooperativeMatrixLayoutColumnMajor)
+#define CM_DECL_R(name, n) CM_C_T name[n]
+// Stride 0: every column (R) or every row (S) is the same run of values.
+#define CM_LOAD_R4(r, arr, off) coopMatLoad(r, arr, off, 0u, gl_CooperativeMatrixLayoutColumnMajor)
+// Arithmetic on two fragments of one type is element by element.
+#define CM_MUL_R(c, r) c = c * r
 
 #ifdef COOP_INT8
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
@@ -196,7 +214,6 @@ int cm_sdot4(uint a, uint b) {
 #define CM_DECL_IA(name, n) CM_IA_T name[n]
 #define CM_DECL_IB(name, n) CM_IB_T name[n]
 #define CM_DECL_IC(name, n) CM_IC_T name[n]
-#define CM_DECL_R(name, n) CM_C_T name[n]
 #define CM_DECL_S(name, n) CM_C_T name[n]
 
 #define CM_IZERO(c) c = CM_IC_T(0)
@@ -204,8 +221,6 @@ int cm_sdot4(uint a, uint b) {
 #define CM_LOAD_IBT16(b, arr, off, stride) coopMatLoad(b, arr, off, stride, gl_CooperativeMatrixLayoutColumnMajor)
 // The component types' signedness makes glslang mark the product signed.
 #define CM_IMULADD(c, a, b) c = coopMatMulAdd(a, b, c)
-// Stride 0: every column (R) or every row (S) is the same run of values.
-#define CM_LOAD_R4(r, arr, off) coopMatLoad(r, arr, off, 0u, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_LOAD_S4(s, arr, off) coopMatLoad(s, arr, off, 0u, gl_CooperativeMatrixLayoutRowMajor)
 // Arithmetic on two fragments of one type is element by element; the
 // conversion keeps each element where it is.

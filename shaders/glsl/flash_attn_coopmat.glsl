@@ -1,7 +1,6 @@
 // flash_attn_coopmat: flash attention for prefill on the matrix units
 // (coopmat.glsl): S = Q·Kᵀ and O += P·V as f16 fragment products with f32
-// accumulation; the online softmax (running max m, sum l, and O itself)
-// stays in f32. flash_attn.comp, the scalar kernel, remains for decode and
+// accumulation; the online softmax (running max m, sum l) stays in f32. flash_attn.comp, the scalar kernel, remains for decode and
 // for devices without cooperative matrices.
 //
 // Bindings, push constants, the step buffer, positions, causality, the
@@ -32,16 +31,26 @@
 //      and meanwhile the V tile replaces K in shKV;
 //   5. P = exp2(S - m) rounded to f16 into shP (the row sum l adds the
 //      rounded weights, so that O/l weighs with exactly what P·V used);
-//   6. PV = P·V as ROWS x D fragments over the subgroups, stored to shSO
-//      ([dim][row]), and each lane folds its dims in: O = O·alpha + PV,
-//      alpha = exp2(m_old - m_new), in f32 registers.
+//      m is a reference max that moves only when a score passes it by
+//      more than RESCALE, so P stays below 2^RESCALE;
+//   6. O += P·V: the ROWS x D output fragments are spread over the
+//      subgroups, each keeping the same ones for the whole walk as f32
+//      accumulators. In a tile where some row's reference moved, each is
+//      first scaled row by row by alpha = exp2(m_old - m_new), an
+//      accumulator-shaped fragment constant along its rows (coopmat.glsl's
+//      R, from shA4); at causal prefill's depths that is a few tiles of
+//      hundreds. (Storing P·V to shared memory every tile for the lanes to
+//      fold in, as this kernel did until the twenty-first session, cost
+//      the H200 a tenth of its time.) After the walk the fragments pass
+//      once through shSO, and the lanes divide by l and write.
 // Barriers (barrier(), in uniform control flow: lavapipe treats subgroup
-// barriers as workgroup ones) separate the phases; six per tile.
+// barriers as workgroup ones) separate the phases; five per tile.
 //
 // Shared memory (halves for f16): shQ ROWS(D+8) without QREG, shKV
 // BC(D+8) (with QREG, Q passes through it first: ROWS <= BC), shP
 // ROWS(BC+8), shSO max(BC, D)(ROWS+4) floats, mtile BR(BC+1) floats with
-// MASK (rounded up to 4), 2W floats of row partials and 16 bytes of flag.
+// MASK (rounded up to 4), W floats of row partials, ROWS floats of alpha
+// and two 16-byte flags.
 // Row strides and every variable's size are multiples of 16 bytes, as the
 // cooperative-matrix loads and stores want (below).
 //
@@ -74,6 +83,11 @@ const uint FS = FM * (BC / CM_N);        // score fragments
 const uint FO = FM * (D / CM_N);         // output fragments
 const uint SOR = BC > D ? BC : D;        // rows of shSO
 const bool QREG = D <= 128u;             // Q fragments in registers
+const uint FOS = (FO + NSG - 1u) / NSG;  // output fragments a subgroup keeps
+// A row's reference max moves only when a score passes it by more than
+// RESCALE (log2 units): P stays below 2^RESCALE in f16, and O's fragments
+// are rescaled only in the tiles where some row's reference moved.
+const float RESCALE = 8.0;
 
 // The cooperative-matrix loads and stores need 16-byte aligned pointers
 // (Vulkan's rule for OpCooperativeMatrixLoadKHR/StoreKHR), but a shared
@@ -89,9 +103,11 @@ shared float16_t shP[ROWS * PP];
 shared float shSO[SOR * SS];
 shared float mtile[MASK ? (BR * MS + 3u) & ~3u : 4u];
 shared float redm[W];
-shared float reds[W];
+shared vec4 shA4[ROWS / 4u]; // each row's alpha, for the row fragments of O's rescale
 shared uvec4 mlive4; // .x: the last tile with a live mask entry
 #define mlive mlive4.x
+shared uvec4 moved4; // .x: the last tile where a row's reference max moved
+#define moved moved4.x
 
 // The next tile's K and V wait in registers (KVN 16-byte words a lane of
 // each): fetch issues their loads while the current tile's softmax and
@@ -183,14 +199,17 @@ void main() {
     }
     if (lane == 0u) {
         mlive = 0u;
+        moved = 0u;
     }
 
-    float o[NO];
-    [[unroll]] for (uint j = 0u; j < NO; j++) {
-        o[j] = 0.0;
+    // O = P·V accumulates in fragments: subgroup sg keeps output fragments
+    // sg, sg+NSG, ... (a spare subgroup repeats the last, never stored).
+    CM_DECL_C(oacc, FOS);
+    CM_UNROLL for (uint k = 0u; k < FOS; k++) {
+        CM_ZERO(oacc[k]);
     }
-    float m = NEG;
-    float l = 0.0;
+    float m = NEG;  // the row's reference max
+    float l = 0.0;  // the lane's share of the row's sum
 
     uint tile = 0u;
     fetch(lane, kb, ke, kv_stride, kv_off);
@@ -274,11 +293,12 @@ void main() {
         for (uint i = 0u; i < LPR; i++) {
             tmax = max(tmax, redm[row * LPR + i]);
         }
-        const float m_new = max(m, tmax);
+        const bool moves = tmax > m + RESCALE;
+        const float m_new = moves ? tmax : m;
         // While every score so far is masked, m_new is NEG; subtracting 0
         // instead keeps every weight exp2(NEG) = 0 rather than exp2(0) = 1.
         const float m_use = m_new > NEG_HALF ? m_new : 0.0;
-        const float alpha = exp2(m - m_use);
+        const float alpha = moves ? exp2(m - m_use) : 1.0;
         m = m_new;
         float psum = 0.0;
         [[unroll]] for (uint j = 0u; j < NS; j++) {
@@ -289,51 +309,60 @@ void main() {
                 psum += float(p);
             }
         }
-        reds[lane] = psum;
-        barrier(); // P is written; the scores are no longer read
+        l = l * alpha + psum;
+        if (sub == 0u) {
+            shA4[row / 4u][row % 4u] = alpha;
+        }
+        if (moves) {
+            moved = tile; // every writer writes the same value
+        }
+        barrier(); // P, alpha and the flag are written; the scores are no longer read
 
-        // PV = P·V into shSO: [dim][row].
-        for (uint f0 = 0u; f0 < FO; f0 += NSG) {
-            const uint f = min(f0 + sg, FO - 1u);
-            const bool own = f0 + sg < FO;
+        // O = O·alpha + P·V, fragment by fragment; the rescale only where
+        // some row's reference moved (uniform: one flag read by all).
+        const bool rescale = moved == tile;
+        CM_UNROLL for (uint k = 0u; k < FOS; k++) {
+            const uint f = min(k * NSG + sg, FO - 1u);
             const uint mi = f % FM, dj = f / FM;
-            CM_DECL_C(acc, 1);
-            CM_ZERO(acc[0]);
+            if (rescale) {
+                CM_DECL_R(ra, 1);
+                CM_LOAD_R4(ra[0], shA4, mi * CM_M / 4u);
+                CM_MUL_R(oacc[k], ra[0]);
+            }
             for (uint kk = 0u; kk < BC; kk += CM_K) {
                 CM_DECL_A(a, 1);
                 CM_DECL_B(b, 1);
                 CM_LOAD_A(a[0], shP, mi * CM_M * PP + kk, PP);
                 CM_LOAD_B(b[0], shKV, kk * DP + dj * CM_N, DP);
-                CM_MULADD(acc[0], a[0], b[0]);
-            }
-            if (own) {
-                CM_STORE_CT(acc[0], shSO, dj * CM_N * SS + mi * CM_M, SS);
+                CM_MULADD(oacc[k], a[0], b[0]);
             }
         }
-        barrier(); // PV and the partial sums are written
+    }
 
-        float tsum = 0.0;
-        for (uint i = 0u; i < LPR; i++) {
-            tsum += reds[row * LPR + i];
+    // The row's sum from its lanes' shares, and O through shSO ([dim][row]).
+    barrier(); // the last tile's readers of shSO and redm are done
+    redm[lane] = l;
+    CM_UNROLL for (uint k = 0u; k < FOS; k++) {
+        const uint f = k * NSG + sg;
+        if (f < FO) {
+            CM_STORE_CT(oacc[k], shSO, (f / FM) * CM_N * SS + (f % FM) * CM_M, SS);
         }
-        l = l * alpha + tsum;
-        [[unroll]] for (uint j = 0u; j < NO; j++) {
-            const uint d = sub + j * LPR;
-            if (d < D) {
-                o[j] = o[j] * alpha + shSO[d * SS + row];
-            }
-        }
+    }
+    barrier();
+    float tl = 0.0;
+    for (uint i = 0u; i < LPR; i++) {
+        tl += redm[row * LPR + i];
     }
 
     if (qi >= qn) {
         return;
     }
-    const float f = l > 0.0 ? 1.0 / l : 0.0; // a fully masked row outputs 0
+    const float f = tl > 0.0 ? 1.0 / tl : 0.0; // a fully masked row outputs 0
     const uint obase = (qrow * pc.n_head + head0 + hl) * D;
     [[unroll]] for (uint j = 0u; j < NO; j++) {
         const uint d = sub + j * LPR;
         if (d < D) {
-            o_out[obase + d] = o[j] * f;
+            o_out[obase + d] = shSO[d * SS + row] * f;
         }
     }
 }

@@ -75,7 +75,7 @@ func coopShared(d, br, heads, bc, lanes int, mask bool) int {
 	} else {
 		n += 16
 	}
-	return n + 2*lanes*4 + 16 // redm, reds, mlive4
+	return n + lanes*4 + rows*4 + 2*16 // redm, shA4, mlive4, moved4
 }
 
 // coopQReg says whether the kernel keeps Q's fragments in registers
