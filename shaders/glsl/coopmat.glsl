@@ -33,7 +33,7 @@
 // CM_SUBGROUP is the subgroup's index in the workgroup. CM_UNROLL unrolls
 // a loop over an array of fragments on the device, where the fragments
 // must be indexed by constants, and not in the emulation, whose fragments
-// are plain arrays and whose unrolled code lavapipe takes minutes to build.
+// are plain arrays that lavapipe builds far more slowly unrolled.
 //
 // The emulation gives every invocation of a (virtual) subgroup of SGV
 // consecutive invocations the whole fragment; they compute identical

@@ -1,7 +1,8 @@
 // flash_attn_coopmat: flash attention for prefill on the matrix units
 // (coopmat.glsl): S = Q·Kᵀ and O += P·V as f16 fragment products with f32
-// accumulation; the online softmax (running max m, sum l) stays in f32. flash_attn.comp, the scalar kernel, remains for decode and
-// for devices without cooperative matrices.
+// accumulation; the online softmax (running max m, sum l) stays in f32.
+// flash_attn.comp, the scalar kernel, remains for decode and for devices
+// without cooperative matrices.
 //
 // Bindings, push constants, the step buffer, positions, causality, the
 // sliding window, the ring of cache rows and the mask are flash_attn.glsl's,
@@ -38,11 +39,10 @@
 //      accumulators. In a tile where some row's reference moved, each is
 //      first scaled row by row by alpha = exp2(m_old - m_new), an
 //      accumulator-shaped fragment constant along its rows (coopmat.glsl's
-//      R, from shA4); at causal prefill's depths that is a few tiles of
-//      hundreds. (Storing P·V to shared memory every tile for the lanes to
-//      fold in, as this kernel did until the twenty-first session, cost
-//      the H200 a tenth of its time.) After the walk the fragments pass
-//      once through shSO, and the lanes divide by l and write.
+//      R, from shA4), which is rare once the walk is past its first
+//      tiles. No tile stores P·V to shared memory for the lanes to fold
+//      in: after the walk the fragments pass once through shSO, and the
+//      lanes divide by l and write.
 // Barriers (barrier(), in uniform control flow: lavapipe treats subgroup
 // barriers as workgroup ones) separate the phases; five per tile.
 //

@@ -178,6 +178,14 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	return p, fmt.Errorf("flashattn: no tile of %v (q-heads, keys) fits the device's %d bytes of shared memory and %d invocations at head dim %d", tiles, f.info.SharedMemory, f.info.MaxWorkgroupInvocations, sh.HeadDim)
 }
 
+// coopRuns returns the plan Record runs on the matrix units for sh, and
+// whether it does: where CoopPlan takes sh and no 8-bit output is asked
+// for (q8), which only the scalar kernels write.
+func (f *FlashAttn) coopRuns(sh Shape, q8 bool) (CoopPlan, bool) {
+	p, err := f.CoopPlan(sh)
+	return p, err == nil && !q8
+}
+
 // coopEmuSubgroup is the emulation's virtual subgroup: lavapipe's 8-wide
 // subgroups.
 const coopEmuSubgroup = 8

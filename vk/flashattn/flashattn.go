@@ -287,7 +287,7 @@ func scratchLayout(p attention.Plan, sh Shape) (o, ml int64) {
 // accepts sh (and no 8-bit output is asked for), the one dispatch is the
 // cooperative-matrix kernel's.
 func (f *FlashAttn) Record(s *vk.Sequence, io IO, sh Shape) error {
-	if cp, err := f.CoopPlan(sh); err == nil && io.Q8.Buf == nil {
+	if cp, ok := f.coopRuns(sh, io.Q8.Buf != nil); ok {
 		return f.recordCoop(s, io, sh, cp)
 	}
 	p, err := f.Plan(sh)
@@ -430,7 +430,7 @@ func reduceSpec(headDim int, q8 bool) vk.PipelineSpec {
 // runs, else the plan's kernel, and for a split prefill the merge pass.
 // Listing them builds nothing.
 func (f *FlashAttn) Specs(sh Shape, q8 bool) ([]vk.PipelineSpec, error) {
-	if cp, err := f.CoopPlan(sh); err == nil && !q8 {
+	if cp, ok := f.coopRuns(sh, q8); ok {
 		return []vk.PipelineSpec{coopSpec(cp)}, nil
 	}
 	p, err := f.Plan(sh)

@@ -15,7 +15,7 @@ import (
 // workgroups share a compute unit, which long-context decode depends on.
 // It builds the pipeline if Record has not.
 func (f *FlashAttn) Statistics(sh Shape, q8 bool) ([]vk.Statistic, error) {
-	if cp, err := f.CoopPlan(sh); err == nil && !q8 {
+	if cp, ok := f.coopRuns(sh, q8); ok {
 		pipe, err := f.pipeline(coopSpec(cp))
 		if err != nil {
 			return nil, err
