@@ -132,6 +132,30 @@ vec4 mant4(uint qt, uint w, uint lo) {
     return uintBitsToFloat(f);
 }
 
+#ifdef Q8X
+// In 8-bit products only Q4_K and Q5_K, whose weights are a*q + c with a
+// min c of their own, need the activations' sums (QT_Q8MIN). Q6_K's and
+// Q4_0's offsets are a fixed multiple of the scale (a*(q - 32), d*(q - 8)):
+// their quants are recentred to signed bytes instead, which costs one
+// subtraction per 4 quants and row, shared by every column, where the sums
+// cost two integer dot products per 4 quants and column and a multiply-add
+// per group; Q8_0 has no offset.
+#define QT_Q8MIN(t) ((t) == T_Q4_K || (t) == T_Q5_K)
+
+// q8_recentre makes dq_fields' unsigned Q6_K and Q4_0 quants the signed
+// bytes q - 32 and q - 8, four at a time: with the top bit of every byte
+// set no subtraction borrows across bytes, and flipping it back leaves
+// (q - bias) mod 256. The offsets dq_fields returned are then spent.
+void q8_recentre(uint qt, inout uint q[8]) {
+    if (qt == T_Q6_K || qt == T_Q4_0) {
+        uint bias = qt == T_Q6_K ? 0x20202020u : 0x08080808u;
+        for (uint i = 0u; i < 8u; i++) {
+            q[i] = ((q[i] | 0x80808080u) - bias) ^ 0x80808080u;
+        }
+    }
+}
+#endif
+
 #ifndef Q8X
 // dq_slice decodes slice s of the block of type qt at byte offset b
 // (floats: the slice itself starts at b) into q[8] and the maps A, C of
@@ -250,8 +274,10 @@ void mv_slices(uint qt, uint c0) {
                         xv[n * 8u + g * 2u + 1u] = w.y;
                     }
                     int sum = 0;
-                    for (uint i = 0u; i < QT_GV(qt); i++) {
-                        sum += sdot4(xv[n * 8u + g * QT_GV(qt) + i], 0x01010101u);
+                    if (QT_Q8MIN(qt)) {
+                        for (uint i = 0u; i < QT_GV(qt); i++) {
+                            sum += sdot4(xv[n * 8u + g * QT_GV(qt) + i], 0x01010101u);
+                        }
                     }
                     float d = xd[Q8ROWS * pc.K / 4u + v / 32u];
                     xsc[n * 4u + g] = d;
@@ -284,6 +310,7 @@ void mv_slices(uint qt, uint c0) {
                 uint q[8];
                 float A[4], C[4];
                 dq_fields(qt, ROW_BASE(r) + boff, s, q, A, C);
+                q8_recentre(qt, q);
 #else
                 vec4 q[8];
                 float A[4], C[4];
@@ -302,6 +329,12 @@ void mv_slices(uint qt, uint c0) {
                         float d = 0.0;
                         for (uint i = 0u; i < QT_GV(qt); i++) {
                             d += dot(q[g * QT_GV(qt) + i], xv[n * 8u + g * QT_GV(qt) + i]);
+                        }
+#endif
+#ifdef Q8X
+                        if (!QT_Q8MIN(qt)) {
+                            acc += A[g] * d;
+                            continue;
                         }
 #endif
                         acc += A[g] * d + C[g] * xs[n * 4u + g];
