@@ -205,7 +205,12 @@ func planKernels(dev *vk.Device, o engine.Options, f *gguf.File, ctx, ubatch, se
 // buildKernels builds each pipeline once (several waves list the same
 // kernels) and reads what the driver reports about it, decode's first,
 // then the several sequences' (rows), then prefill's.
-func buildKernels(dev *vk.Device, list []engine.Pipeline) []kernelReport {
+func buildKernels(dev *vk.Device, list []engine.Pipeline) (out []kernelReport) {
+	vk.WithoutGC(func() { out = buildEach(dev, list) })
+	return out
+}
+
+func buildEach(dev *vk.Device, list []engine.Pipeline) []kernelReport {
 	var out []kernelReport
 	seen := map[string]bool{}
 	for _, p := range list {

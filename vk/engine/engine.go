@@ -380,13 +380,19 @@ func (e *Engine) record(n int, rows bool, build func(backend.Ops)) (backend.Prog
 	if err := checkRecord(n, rows, e.cache, e.kc != nil); err != nil {
 		return nil, err
 	}
-	p, err := newProgram(e, n, rows)
+	var p *program
+	var err error
+	// Recording builds the pipelines the program is the first to use.
+	vk.WithoutGC(func() {
+		if p, err = newProgram(e, n, rows); err != nil {
+			return
+		}
+		build(p)
+		if err = p.finish(); err != nil {
+			p.Close()
+		}
+	})
 	if err != nil {
-		return nil, err
-	}
-	build(p)
-	if err := p.finish(); err != nil {
-		p.Close()
 		return nil, err
 	}
 	return p, nil
