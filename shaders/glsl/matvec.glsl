@@ -325,16 +325,14 @@ void mv_slices(uint qt, uint c0) {
                             p += sdot4(q[g * QT_GV(qt) + i], xv[n * 8u + g * QT_GV(qt) + i]);
                         }
                         float d = xsc[n * 4u + g] * float(p);
+                        if (!QT_Q8MIN(qt)) {
+                            acc += A[g] * d;
+                            continue;
+                        }
 #else
                         float d = 0.0;
                         for (uint i = 0u; i < QT_GV(qt); i++) {
                             d += dot(q[g * QT_GV(qt) + i], xv[n * 8u + g * QT_GV(qt) + i]);
-                        }
-#endif
-#ifdef Q8X
-                        if (!QT_Q8MIN(qt)) {
-                            acc += A[g] * d;
-                            continue;
                         }
 #endif
                         acc += A[g] * d + C[g] * xs[n * 4u + g];
