@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	vk "github.com/vulkan-go/vulkan"
 )
 
 // TestEnumerationsSurviveGC enumerates layers, extensions and queue families
@@ -67,5 +69,36 @@ func TestEnumerationsSurviveGC(t *testing.T) {
 		if got != want {
 			t.Fatalf("round %d: enumeration changed under GC:\n got %s\nwant %s", i, got, want)
 		}
+	}
+}
+
+// TestWithoutGCOneCollection shows what WithoutGC is for: the setup calls
+// inside it share one forced collection, where each pays its own outside
+// it, and the GC percentage is back when it returns.
+func TestWithoutGCOneCollection(t *testing.T) {
+	forced := func() uint32 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.NumForcedGC
+	}
+	calls := func() {
+		for range 5 {
+			paused(func() vk.Result { return vk.Success })
+		}
+	}
+	before := forced()
+	calls()
+	if n := forced() - before; n != 5 {
+		t.Fatalf("5 setup calls ran %d forced collections, want 5", n)
+	}
+	before = forced()
+	WithoutGC(calls)
+	if n := forced() - before; n != 1 {
+		t.Fatalf("5 setup calls inside WithoutGC ran %d forced collections, want 1", n)
+	}
+	if pct := debug.SetGCPercent(100); pct < 0 {
+		t.Fatalf("GC percentage after WithoutGC: %d", pct)
+	} else {
+		debug.SetGCPercent(pct)
 	}
 }
