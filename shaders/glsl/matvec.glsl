@@ -133,21 +133,24 @@ vec4 mant4(uint qt, uint w, uint lo) {
 }
 
 #ifdef Q8X
-// In 8-bit products only Q4_K and Q5_K, whose weights are a*q + c with a
-// min c of their own, need the activations' sums (QT_Q8MIN). Q6_K's and
-// Q4_0's offsets are a fixed multiple of the scale (a*(q - 32), d*(q - 8)):
-// their quants are recentred to signed bytes instead, which costs one
-// subtraction per 4 quants and row, shared by every column, where the sums
-// cost two integer dot products per 4 quants and column and a multiply-add
-// per group; Q8_0 has no offset.
-#define QT_Q8MIN(t) ((t) == T_Q4_K || (t) == T_Q5_K)
+// In 8-bit products of several columns only Q4_K and Q5_K, whose weights
+// are a*q + c with a min c of their own, need the activations' sums
+// (QT_Q8SUMS). Q6_K's and Q4_0's offsets are a fixed multiple of the scale
+// (a*(q - 32), d*(q - 8)): their quants are recentred to signed bytes
+// instead, three operations per 4 quants and row, shared by every column,
+// where the sums cost two integer dot products per 4 quants and column and
+// a multiply-add per group. Products of one or two columns keep the sums,
+// which then cost no more than the recentring (ACO's estimates on navi31,
+// docs/AMD.md). Q8_0 has no offset and needs neither.
+#define QT_RECENTRE(t) (((t) == T_Q6_K || (t) == T_Q4_0) && XCOLS > 2u)
+#define QT_Q8SUMS(t) ((t) == T_Q4_K || (t) == T_Q5_K || ((t) != T_Q8_0 && !QT_RECENTRE(t)))
 
 // q8_recentre makes dq_fields' unsigned Q6_K and Q4_0 quants the signed
 // bytes q - 32 and q - 8, four at a time: with the top bit of every byte
 // set no subtraction borrows across bytes, and flipping it back leaves
 // (q - bias) mod 256. The offsets dq_fields returned are then spent.
 void q8_recentre(uint qt, inout uint q[8]) {
-    if (qt == T_Q6_K || qt == T_Q4_0) {
+    if (QT_RECENTRE(qt)) {
         uint bias = qt == T_Q6_K ? 0x20202020u : 0x08080808u;
         for (uint i = 0u; i < 8u; i++) {
             q[i] = ((q[i] | 0x80808080u) - bias) ^ 0x80808080u;
@@ -274,7 +277,7 @@ void mv_slices(uint qt, uint c0) {
                         xv[n * 8u + g * 2u + 1u] = w.y;
                     }
                     int sum = 0;
-                    if (QT_Q8MIN(qt)) {
+                    if (QT_Q8SUMS(qt)) {
                         for (uint i = 0u; i < QT_GV(qt); i++) {
                             sum += sdot4(xv[n * 8u + g * QT_GV(qt) + i], 0x01010101u);
                         }
@@ -325,7 +328,7 @@ void mv_slices(uint qt, uint c0) {
                             p += sdot4(q[g * QT_GV(qt) + i], xv[n * 8u + g * QT_GV(qt) + i]);
                         }
                         float d = xsc[n * 4u + g] * float(p);
-                        if (!QT_Q8MIN(qt)) {
+                        if (!QT_Q8SUMS(qt)) {
                             acc += A[g] * d;
                             continue;
                         }
