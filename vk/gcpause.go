@@ -35,10 +35,14 @@ var gcPause struct {
 	prev  int
 }
 
-// withoutGC runs f with automatic garbage collection off and no cycle
+// WithoutGC runs f with automatic garbage collection off and no cycle
 // running. Nested and concurrent uses are counted; the last one out
-// restores the GC percentage.
-func withoutGC(f func()) {
+// restores the GC percentage. Every setup call runs inside one; a caller
+// that makes a burst of them (a program recording the pipelines it is the
+// first to use) wraps the burst in one too, so that the calls share one
+// forced collection instead of paying about 10 ms each. f should allocate
+// little, since nothing is collected until it returns.
+func WithoutGC(f func()) {
 	gcPause.Lock()
 	if gcPause.depth == 0 {
 		gcPause.prev = debug.SetGCPercent(-1)
@@ -57,15 +61,8 @@ func withoutGC(f func()) {
 	f()
 }
 
-// WithoutGC runs f with garbage collection paused as the setup calls need
-// it, so that the setup calls inside f (a model's pipelines, as a program
-// is recorded) pay one forced collection between them, not one each: about
-// 10 ms a pipeline otherwise. f should allocate little, since nothing is
-// collected until it returns.
-func WithoutGC(f func()) { withoutGC(f) }
-
-// paused is withoutGC for a binding call that returns a vk.Result.
+// paused is WithoutGC for a binding call that returns a vk.Result.
 func paused(call func() vk.Result) (r vk.Result) {
-	withoutGC(func() { r = call() })
+	WithoutGC(func() { r = call() })
 	return r
 }

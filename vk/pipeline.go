@@ -80,7 +80,7 @@ func (d *Device) Pipeline(s PipelineSpec) (*Pipeline, error) {
 	if err == nil {
 		// One pause for the build's four binding calls: the first pause
 		// runs a collection (gcpause.go), the nested ones none.
-		withoutGC(func() { err = p.build(words) })
+		WithoutGC(func() { err = p.build(words) })
 	}
 	if err != nil {
 		p.release()

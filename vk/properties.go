@@ -405,7 +405,7 @@ func (p *physical) queryQueues() {
 	var n uint32
 	vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, nil)
 	fams := make([]vk.QueueFamilyProperties, n)
-	withoutGC(func() { vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, fams) })
+	WithoutGC(func() { vk.GetPhysicalDeviceQueueFamilyProperties(p.h, &n, fams) })
 	info := &p.info
 	info.QueueFamilies = make([]QueueFamily, n)
 	for i := range fams[:n] {

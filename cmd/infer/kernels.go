@@ -137,7 +137,8 @@ func kernelsCmd(args []string) error {
 		}
 		list = append(list, ps...)
 	}
-	reports := buildKernels(dev, list)
+	var reports []kernelReport
+	vk.WithoutGC(func() { reports = buildKernels(dev, list) })
 	fmt.Fprintf(os.Stderr, "kernels: %d pipelines of %s on %s (%s) built in %.1f s\n",
 		len(reports), f.Path(), info.Name, info.Driver, time.Since(t0).Seconds())
 	if output == "json" {
@@ -205,12 +206,7 @@ func planKernels(dev *vk.Device, o engine.Options, f *gguf.File, ctx, ubatch, se
 // buildKernels builds each pipeline once (several waves list the same
 // kernels) and reads what the driver reports about it, decode's first,
 // then the several sequences' (rows), then prefill's.
-func buildKernels(dev *vk.Device, list []engine.Pipeline) (out []kernelReport) {
-	vk.WithoutGC(func() { out = buildEach(dev, list) })
-	return out
-}
-
-func buildEach(dev *vk.Device, list []engine.Pipeline) []kernelReport {
+func buildKernels(dev *vk.Device, list []engine.Pipeline) []kernelReport {
 	var out []kernelReport
 	seen := map[string]bool{}
 	for _, p := range list {
