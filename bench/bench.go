@@ -339,9 +339,12 @@ func (r *runner) measure(m *model.Model, t Test, res *Result) error {
 	res.Prompt, res.Gen, res.Depth, res.Test = t.Prompt, t.Gen, t.Depth, t.Name()
 	res.Time = time.Now().UTC().Format(time.RFC3339)
 
-	// The warm-up is llama-bench's: the whole prompt pass, then one token.
-	// It matters more here than there: the first pass of each batch size
-	// records that size's program, which must not be timed.
+	// The warm-up is llama-bench's (the whole prompt pass, then one
+	// token), then one whole repetition, untimed. The first pass of each
+	// batch size records that size's program, which must not be timed; the
+	// device sits idle while it is recorded, and a repetition right after
+	// that runs slower than the ones that follow it (docs/BENCHMARKS.md,
+	// Method).
 	if t.Prompt > 0 {
 		step("warmup prompt run")
 		if _, err := m.Forward(r.tokens(t.Prompt), t.Depth, false); err != nil {
@@ -354,29 +357,42 @@ func (r *runner) measure(m *model.Model, t Test, res *Result) error {
 			return err
 		}
 	}
+	step("warmup repetition")
+	if err := r.pass(m, t, r.tokens(t.Prompt+t.Gen)); err != nil {
+		return err
+	}
 
 	samples := make([]time.Duration, 0, r.c.Reps)
 	for rep := range r.c.Reps {
 		step("run %d/%d", rep+1, r.c.Reps)
 		ids := r.tokens(t.Prompt + t.Gen)
-		// Forward returns only once the device has finished and the logits
-		// are on the host, so each generated token is synchronised, as
-		// llama-bench's llama_synchronize after every token.
 		start := time.Now()
-		if t.Prompt > 0 {
-			if _, err := m.Forward(ids[:t.Prompt], t.Depth, false); err != nil {
-				return err
-			}
-		}
-		for i := range t.Gen {
-			pos := t.Depth + t.Prompt + i
-			if _, err := m.Forward(ids[t.Prompt+i:t.Prompt+i+1], pos, false); err != nil {
-				return err
-			}
+		if err := r.pass(m, t, ids); err != nil {
+			return err
 		}
 		samples = append(samples, time.Since(start))
 	}
 	res.setSamples(samples)
+	return nil
+}
+
+// pass runs one repetition of t with the token ids ids: the prompt at the
+// test's depth, then the generated tokens one by one after it. Forward
+// returns only once the device has finished and the logits are on the
+// host, so each generated token is synchronised, as llama-bench's
+// llama_synchronize after every token.
+func (r *runner) pass(m *model.Model, t Test, ids []int32) error {
+	if t.Prompt > 0 {
+		if _, err := m.Forward(ids[:t.Prompt], t.Depth, false); err != nil {
+			return err
+		}
+	}
+	for i := range t.Gen {
+		pos := t.Depth + t.Prompt + i
+		if _, err := m.Forward(ids[t.Prompt+i:t.Prompt+i+1], pos, false); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

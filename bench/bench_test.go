@@ -56,7 +56,7 @@ func (p spyProgram) Run(tokens []int32, pos int, out []float32) error {
 // forward pass against llama-bench's method: one load per fa value and
 // depth, with the context that depth's tests need, fill each depth once in
 // ubatch pieces, warm each test up (whole prompt, one
-// token), then per repetition the prompt at pos=depth and the tokens one by
+// token, then one untimed repetition), then per repetition the prompt at pos=depth and the tokens one by
 // one after it.
 func TestMethod(t *testing.T) {
 	var calls []call
@@ -86,12 +86,14 @@ func TestMethod(t *testing.T) {
 		if d > 0 {
 			load = append(load, call{4, 0}, call{4, 4}) // the fill, in ubatch pieces
 		}
+		// Each test: llama-bench's warm-up, then one untimed repetition and
+		// the two timed ones.
 		load = append(load, call{4, d})                            // pp4 warm-up
-		load = append(load, rep(2, call{4, d})...)                 // pp4
+		load = append(load, rep(3, call{4, d})...)                 // pp4
 		load = append(load, call{1, d})                            // tg2 warm-up
-		load = append(load, rep(2, call{1, d}, call{1, d + 1})...) // tg2
+		load = append(load, rep(3, call{1, d}, call{1, d + 1})...) // tg2
 		load = append(load, call{3, d}, call{1, d})                // pp3+tg1 warm-up
-		load = append(load, rep(2, call{3, d}, call{1, d + 3})...) // pp3+tg1
+		load = append(load, rep(3, call{3, d}, call{1, d + 3})...) // pp3+tg1
 	}
 	if want := rep(2, load...); !slices.Equal(calls, want) {
 		t.Errorf("forward passes (n, pos):\n got %v\nwant %v", calls, want)
