@@ -31,13 +31,18 @@ type Options struct {
 // safe for concurrent use; a Sequence or Buffer belongs to one goroutine at a
 // time.
 type Device struct {
-	inst  *instance
-	phys  *physical
-	info  DeviceInfo
-	h     vk.Device
-	id    uint64
-	queue uint64
-	fns   *C.vkr_fns // C memory: read by the C recording functions
+	inst *instance
+	// msgFrom is where the device's validation messages start in its
+	// instance's log; msgTo where they end once it is closed (-1 before),
+	// guarded by mu.
+	msgFrom int
+	msgTo   int
+	phys    *physical
+	info    DeviceInfo
+	h       vk.Device
+	id      uint64
+	queue   uint64
+	fns     *C.vkr_fns // C memory: read by the C recording functions
 
 	queueMu sync.Mutex // vkQueueSubmit needs the queue externally synchronised
 
@@ -71,16 +76,11 @@ const defaultStaging = 64 << 20
 // matrices (DeviceInfo.CoopMatrix), and pipeline executable properties (see
 // Pipeline.Statistics).
 func Open(o Options) (*Device, error) {
-	in, err := newInstance(o.Validation, o.GPUAssisted)
+	in, err := sharedInstance(o.Validation, o.GPUAssisted)
 	if err != nil {
 		return nil, err
 	}
-	d, err := open(in, o)
-	if err != nil {
-		in.destroy()
-		return nil, err
-	}
-	return d, nil
+	return open(in, o)
 }
 
 func open(in *instance, o Options) (*Device, error) {
@@ -94,6 +94,8 @@ func open(in *instance, o Options) (*Device, error) {
 	}
 	d := &Device{
 		inst:       in,
+		msgFrom:    in.claim(),
+		msgTo:      -1,
 		phys:       p,
 		info:       p.info,
 		pipelines:  map[string]*Pipeline{},
@@ -259,10 +261,17 @@ func (d *Device) Info() DeviceInfo {
 	return i
 }
 
-// Messages returns the validation messages recorded so far (nil without
-// Options.Validation). It stays valid after Close, which adds any message
-// raised while destroying.
-func (d *Device) Messages() []string { return d.inst.messages() }
+// Messages returns the validation messages recorded since the device was
+// opened (nil without Options.Validation), the instance's creation
+// included for the first device opened on it. It stays valid after Close,
+// which adds any message raised while destroying the device. Devices open
+// at the same time share one instance, and so each other's messages.
+func (d *Device) Messages() []string {
+	d.mu.Lock()
+	to := d.msgTo
+	d.mu.Unlock()
+	return d.inst.messages(d.msgFrom, to)
+}
 
 // SetProfiling makes later Dispatch calls write timestamps around each
 // dispatch; see Sequence.Timings.
@@ -270,7 +279,8 @@ func (d *Device) SetProfiling(on bool) { d.profiling.Store(on) }
 
 // Close waits for the device to go idle if it ever ran work, releases every
 // buffer, sequence and pipeline made from it, saves the pipeline cache and
-// destroys the device and instance. Calling it again does nothing.
+// destroys the device; its instance stays for the next device (see
+// instances). Calling it again does nothing.
 func (d *Device) Close() {
 	d.mu.Lock()
 	if d.closed {
@@ -301,7 +311,10 @@ func (d *Device) Close() {
 	d.cache.close(d)
 	freeFunctions(d.fns)
 	vk.DestroyDevice(d.h, nil)
-	d.inst.destroy()
+	n := d.inst.logged()
+	d.mu.Lock()
+	d.msgTo = n
+	d.mu.Unlock()
 }
 
 // alive fails once the device is closed; callers hold d.mu.

@@ -91,21 +91,81 @@ func TestOpenBadIndex(t *testing.T) {
 	}
 }
 
+// provoke makes an invalid call through the binding on d: a buffer of
+// size 0 violates VUID-VkBufferCreateInfo-size-00912.
+func provoke(d *Device) {
+	var buf vk.Buffer
+	ci := &vk.BufferCreateInfo{SType: vk.StructureTypeBufferCreateInfo, Size: 0, Usage: vk.BufferUsageFlags(bufferUsage)}
+	if vk.CreateBuffer(d.h, ci, nil, &buf) == vk.Success && unsafe.Pointer(buf) != nil {
+		vk.DestroyBuffer(d.h, buf, nil)
+	}
+}
+
+const provoked = "VUID-VkBufferCreateInfo-size-00912"
+
 // TestValidationIsRecorded proves the messenger works: an invalid call
 // through the binding must produce a message.
 func TestValidationIsRecorded(t *testing.T) {
 	d, err := Open(Options{Device: -1, AllowCPU: true, Validation: true})
 	needVulkan(t, err)
-	var buf vk.Buffer
-	// Size 0 violates VUID-VkBufferCreateInfo-size-00912.
-	ci := &vk.BufferCreateInfo{SType: vk.StructureTypeBufferCreateInfo, Size: 0, Usage: vk.BufferUsageFlags(bufferUsage)}
-	if vk.CreateBuffer(d.h, ci, nil, &buf) == vk.Success && unsafe.Pointer(buf) != nil {
-		vk.DestroyBuffer(d.h, buf, nil)
-	}
+	provoke(d)
 	d.Close()
 	msgs := d.Messages()
-	if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), "VUID-VkBufferCreateInfo-size-00912") {
+	if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, "\n"), provoked) {
 		t.Fatalf("messages = %q, want the size-00912 error", msgs)
+	}
+}
+
+// TestMessagesPerDevice checks that devices opened one after another on the
+// process's validation instance keep their messages apart: the next device
+// starts with none of the last one's, and a closed device's list does not
+// grow with the next one's.
+func TestMessagesPerDevice(t *testing.T) {
+	o := Options{Device: -1, AllowCPU: true, Validation: true}
+	d, err := Open(o)
+	needVulkan(t, err)
+	provoke(d)
+	d.Close()
+	first := d.Messages()
+	if !strings.Contains(strings.Join(first, "\n"), provoked) {
+		t.Fatalf("first device: messages = %q, want the size-00912 error", first)
+	}
+	e, err := Open(o)
+	must(t, err)
+	defer e.Close()
+	if msgs := e.Messages(); len(msgs) != 0 {
+		t.Errorf("a fresh device reports %d messages: %q", len(msgs), msgs)
+	}
+	provoke(e)
+	if msgs := e.Messages(); !strings.Contains(strings.Join(msgs, "\n"), provoked) {
+		t.Errorf("second device: messages = %q, want the size-00912 error", msgs)
+	}
+	if again := d.Messages(); len(again) != len(first) {
+		t.Errorf("the closed device's messages grew from %d to %d with the next device's", len(first), len(again))
+	}
+}
+
+// TestInstanceOutlivesDevices opens and closes more devices than NVIDIA's
+// driver lets a process create instances (30; docs/VULKAN.md): they must
+// all come from the one instance the first created.
+func TestInstanceOutlivesDevices(t *testing.T) {
+	var first *instance
+	for i := range 40 {
+		d, err := Open(Options{Device: -1, AllowCPU: true})
+		needVulkan(t, err)
+		switch {
+		case first == nil:
+			first = d.inst
+		case d.inst != first:
+			t.Fatalf("device %d was opened on a new instance", i)
+		}
+		d.Close()
+	}
+	if _, err := Devices(); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := sharedInstance(false, false); err != nil || in != first {
+		t.Errorf("Devices and the next device: instance %p (%v), want the devices' %p", in, err, first)
 	}
 }
 
@@ -162,8 +222,13 @@ func TestMissingValidationLayer(t *testing.T) {
 	needVulkan(t, err)
 	// The loader looks for explicit layers only in VK_LAYER_PATH when set.
 	t.Setenv("VK_LAYER_PATH", t.TempDir())
-	_, err = Open(Options{Device: -1, AllowCPU: true, Validation: true})
+	// newInstance, not Open: Open reuses the process's validation instance
+	// if an earlier test made one.
+	in, err := newInstance(true, false)
+	if err == nil {
+		in.destroy()
+	}
 	if err == nil || !strings.Contains(err.Error(), "VK_LAYER_KHRONOS_validation is not installed") {
-		t.Fatalf("Open with no layers on the path = %v", err)
+		t.Fatalf("a validation instance with no layers on the path = %v", err)
 	}
 }

@@ -38,6 +38,7 @@ type instance struct {
 	log       *messageLog
 	logHandle cgo.Handle
 	messenger uint64
+	claimed   bool // a device has been opened on it (claim), under instances.mu
 }
 
 // messageLog collects validation messages; the layer may call back on any
@@ -120,6 +121,40 @@ func extensionSet(props []vk.ExtensionProperties) map[string]bool {
 		have[vk.ToString(props[i].ExtensionName[:])] = true
 	}
 	return have
+}
+
+// instances holds the process's instances, one for each validation setting,
+// created on first use and never destroyed. NVIDIA's driver (580) fails
+// every vkCreateInstance after the thirtieth of a process with
+// VK_ERROR_INCOMPATIBLE_DRIVER, however many were destroyed since, so a
+// process that opens devices one after another (a bench sweep, a test
+// binary) would lose the GPU; devices come and go, their instance stays.
+var instances struct {
+	mu sync.Mutex
+	m  map[instanceKey]*instance
+}
+
+type instanceKey struct{ validation, gpuAssisted bool }
+
+// sharedInstance returns the process's instance for the validation
+// settings, creating it on first use. A failed creation is not kept: the
+// next call tries again.
+func sharedInstance(validation, gpuAssisted bool) (*instance, error) {
+	instances.mu.Lock()
+	defer instances.mu.Unlock()
+	k := instanceKey{validation, gpuAssisted}
+	if in := instances.m[k]; in != nil {
+		return in, nil
+	}
+	in, err := newInstance(validation, gpuAssisted)
+	if err != nil {
+		return nil, err
+	}
+	if instances.m == nil {
+		instances.m = map[instanceKey]*instance{}
+	}
+	instances.m[k] = in
+	return in, nil
 }
 
 // newInstance creates an instance for the newest API version up to 1.3 that
@@ -252,12 +287,44 @@ func (in *instance) createMessenger() error {
 	return nil
 }
 
-// messages returns what the validation layer reported so far.
-func (in *instance) messages() []string {
+// messages returns what the validation layer reported from message from
+// on, up to to (-1: all so far).
+func (in *instance) messages(from, to int) []string {
 	if in.log == nil {
 		return nil
 	}
-	return in.log.all()
+	all := in.log.all()
+	if to < 0 || to > len(all) {
+		to = len(all)
+	}
+	if from > to {
+		return nil
+	}
+	return all[from:to]
+}
+
+// claim returns where a new device's messages start in the log: 0 for the
+// instance's first device, so that it answers for the instance's creation
+// too, else the messages so far.
+func (in *instance) claim() int {
+	instances.mu.Lock()
+	first := !in.claimed
+	in.claimed = true
+	instances.mu.Unlock()
+	if first {
+		return 0
+	}
+	return in.logged()
+}
+
+// logged is how many validation messages the instance has recorded.
+func (in *instance) logged() int {
+	if in.log == nil {
+		return 0
+	}
+	in.log.mu.Lock()
+	defer in.log.mu.Unlock()
+	return len(in.log.msgs)
 }
 
 func (in *instance) destroy() {

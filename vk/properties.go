@@ -261,11 +261,10 @@ func typeName(t vk.PhysicalDeviceType) string {
 // Devices lists every physical device with its properties; it creates no
 // logical device.
 func Devices() ([]DeviceInfo, error) {
-	in, err := newInstance(false, false)
+	in, err := sharedInstance(false, false)
 	if err != nil {
 		return nil, err
 	}
-	defer in.destroy()
 	phys, err := in.physicalDevices()
 	if err != nil {
 		return nil, err
