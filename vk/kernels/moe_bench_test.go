@@ -95,13 +95,22 @@ func BenchmarkMoEPrefill(b *testing.B) {
 				rec  func(s *vk.Sequence, w vk.Binding, srt Sorted) error
 			}{tile, bn, rec})
 		}
-		switch {
-		case kc.UseCoop(qt, n, K):
+		coop := kc.UseCoop(qt, n, K)
+		if coop {
 			tiles := []CoopTile{kc.MoECoopTile(qt)}
 			if *sweep {
 				tiles = append(tiles, moeCoopTiles...)
 				tiles = append(tiles, CoopTile{BM: 128, BN: 32, WM: 64, WN: 32, BK: 64, KC: 64},
-					CoopTile{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64}, CoopTile{BM: 64, BN: 64, WM: 32, WN: 32, BK: 128, KC: 64})
+					CoopTile{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64}, CoopTile{BM: 64, BN: 64, WM: 32, WN: 32, BK: 128, KC: 64},
+					CoopTile{BM: 64, BN: 32, WM: 32, WN: 16, BK: 64, KC: 64}, CoopTile{BM: 64, BN: 32, WM: 16, WN: 32, BK: 64, KC: 64},
+					CoopTile{BM: 128, BN: 32, WM: 32, WN: 32, BK: 64, KC: 64}, CoopTile{BM: 64, BN: 32, WM: 32, WN: 32, BK: 64, KC: 64},
+					CoopTile{BM: 32, BN: 64, WM: 16, WN: 32, BK: 64, KC: 64}, CoopTile{BM: 64, BN: 64, WM: 16, WN: 32, BK: 64, KC: 64},
+					CoopTile{BM: 64, BN: 32, WM: 32, WN: 16, BK: 128, KC: 32}, CoopTile{BM: 64, BN: 32, WM: 16, WN: 32, BK: 128, KC: 32},
+					CoopTile{BM: 64, BN: 32, WM: 32, WN: 32, BK: 128, KC: 32}, CoopTile{BM: 128, BN: 32, WM: 32, WN: 32, BK: 128, KC: 32},
+					CoopTile{BM: 64, BN: 32, WM: 32, WN: 16, BK: 128, KC: 64}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 64},
+					CoopTile{BM: 64, BN: 16, WM: 16, WN: 16, BK: 64, KC: 64}, CoopTile{BM: 64, BN: 16, WM: 32, WN: 16, BK: 64, KC: 64},
+					CoopTile{BM: 64, BN: 16, WM: 16, WN: 16, BK: 128, KC: 32}, CoopTile{BM: 64, BN: 32, WM: 32, WN: 16, BK: 64, KC: 32},
+					CoopTile{BM: 128, BN: 32, WM: 32, WN: 16, BK: 64, KC: 64}, CoopTile{BM: 128, BN: 32, WM: 32, WN: 16, BK: 128, KC: 32})
 			}
 			for _, tile := range tiles {
 				if err := kc.checkCoopTileID(tile, qt); err != nil {
@@ -111,7 +120,9 @@ func BenchmarkMoEPrefill(b *testing.B) {
 					return kc.MatMulCoopID(s, whole(dst), w, whole(x), srt, qt, xRows, rows, K, tile)
 				})
 			}
-		case k.UseQ8(qt):
+		}
+		// With -sweep the 8-bit tiles run beside the matrix units' too.
+		if k.UseQ8(qt) && (!coop || *sweep) {
 			tiles := []Tile{k.MoETileQ8(pairs, experts)}
 			if *sweep {
 				tiles = append(tiles, Q8Tiles...)
@@ -124,7 +135,8 @@ func BenchmarkMoEPrefill(b *testing.B) {
 					return k.MatMulQ8ID(s, whole(dst), w, whole(x), srt, qt, xRows, rows, K, tile)
 				})
 			}
-		default:
+		}
+		if !coop && !k.UseQ8(qt) {
 			tile := k.TileFor(qt)
 			add("f32/"+tile.String(), tile.BN, func(s *vk.Sequence, w vk.Binding, srt Sorted) error {
 				return k.MatMulTiledID(s, whole(dst), w, whole(x), srt, qt, xRows, rows, K, tile)
