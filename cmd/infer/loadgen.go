@@ -70,6 +70,11 @@ func loadgenCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Every step size the streams can make, before anything is timed: the
+	// warm-up round below makes only the sizes its own arrivals make.
+	if err := prepareSteps(m, most, "loadgen"); err != nil {
+		return err
+	}
 	srv, err := server.New(server.Config{Model: &servedModel{m: m, name: "loadgen"}, Engine: eng, Parallel: most,
 		Queue: most, Defaults: sample.Params{Temp: 0}, Seed: 1})
 	if err != nil {
@@ -121,7 +126,7 @@ func loadgenCmd(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "model\tbackend\tstreams\tprompt\tgen\ttokens\ttime s\ttotal t/s\tper stream t/s\tseqs/pass\tdecode t/s\t\n")
 	for _, c := range conc {
-		// Warm-up: records the programs of every batch size up to c.
+		// Warm-up: the prompts' programs and the first passes.
 		if _, _, err := round(c, warmTokens, *reps); err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ func serveCmd(args []string) error {
 		templateFile = fs.String("chat-template-file", "", "Jinja chat template to use instead of the model's")
 		alias        = fs.String("alias", "", "the model's id in /v1/models (default: the file name)")
 		drain        = fs.Duration("drain", 10*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are cancelled")
+		noWarmup     = fs.Bool("no-warmup", false, "do not record the decode programs of 1 to --parallel sequences before serving (each is then recorded by the first step that needs it)")
 	)
 	lo.register(fs)
 	sf.register(fs)
@@ -75,6 +76,11 @@ func serveCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	if !*noWarmup {
+		if err := prepareSteps(m, *parallel, "serve"); err != nil {
+			return err
+		}
+	}
 	srv, err := server.New(server.Config{Model: sm, Engine: eng, Parallel: *parallel,
 		Queue: *queue, APIKey: *apiKey, Defaults: sf.p, Seed: sf.seed, Log: os.Stderr})
 	if err != nil {
@@ -108,6 +114,32 @@ func serveCmd(args []string) error {
 		fmt.Fprintf(os.Stderr, "serve: %v: finishing the requests in flight (another signal, or %v, cancels them)\n", s, *drain)
 	}
 	return shutdown(hs, srv, sig, *drain)
+}
+
+// prepareSteps records the decode programs of 1 to n sequences (as many
+// as the model's cache holds) before the first request. A step of a count
+// of sequences not seen before records its program inside the request
+// that made it, and where the driver's pipeline cache is cold it compiles
+// that count's pipelines there too: seconds during which every stream
+// waits (docs/SERVER.md).
+func prepareSteps(m *model.Model, n int, who string) error {
+	t0 := time.Now()
+	if err := m.Prepare(1, false); err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	n = min(n, m.Seqs)
+	for k := 2; k <= n; k++ {
+		fmt.Fprintf(os.Stderr, "\r%s: recording the decode programs: %d/%d sequences", who, k, n)
+		if err := m.PrepareRows(k); err != nil {
+			fmt.Fprintln(os.Stderr)
+			return fmt.Errorf("%s: %w", who, err)
+		}
+	}
+	if n > 1 {
+		fmt.Fprintln(os.Stderr)
+	}
+	fmt.Fprintf(os.Stderr, "%s: decode programs of 1 to %d sequences recorded in %.2f s\n", who, max(n, 1), time.Since(t0).Seconds())
+	return nil
 }
 
 // shutdown stops accepting connections and requests, lets those in flight

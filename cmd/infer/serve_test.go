@@ -210,6 +210,10 @@ func testServeSDK(t *testing.T, backend string) {
 	m := serveModel(t)
 	s := startServe(t, "", "-m", m, "--backend", backend, "--parallel", "4", "--queue", "8")
 	ctx := context.Background()
+	// Every count of slots has its decode program before the first request.
+	if log := s.stderr(); !strings.Contains(log, "decode programs of 1 to 4 sequences recorded") {
+		t.Errorf("no warm-up line before serving:\n%s", log)
+	}
 
 	const prompt = "Once upon a time"
 	cli := infer(t, "-m", m, "--backend", backend, "-p", prompt, "-n", "32", "--temp", "0", "--json")
