@@ -267,9 +267,9 @@ func (d *Device) Info() DeviceInfo {
 // which adds any message raised while destroying the device. Devices open
 // at the same time share one instance, and so each other's messages.
 func (d *Device) Messages() []string {
-	d.mu.Lock()
+	d.mu.RLock()
 	to := d.msgTo
-	d.mu.Unlock()
+	d.mu.RUnlock()
 	return d.inst.messages(d.msgFrom, to)
 }
 
