@@ -156,6 +156,10 @@ func TestLoadgen(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
+	// The decode programs of every count are recorded before anything is timed.
+	if !strings.Contains(r.stderr, "loadgen: decode programs of 1 to 3 sequences recorded") {
+		t.Errorf("no warm-up line on stderr:\n%s", r.stderr)
+	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("want a header and 2 rows:\n%s", r.stdout)
