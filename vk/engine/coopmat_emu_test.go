@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,8 +24,10 @@ import (
 // magnifies the rounding (TestArchMatchesCPU): 6e-3 of the largest logit.
 // The products' integer variant (--coopmat int8) rounds the activations
 // of quantized weights to 8 bits as matmul_q8 does, and is bound as the
-// 8-bit path is (on tiny-qwen3moe, whose router magnifies it, as far as
-// that path's own error); whatever the integer dot-product setting, its
+// 8-bit path is (on tiny-qwen3moe, whose router magnifies it, by that
+// path's own error or a flipped router's at its worst position, and the
+// 8-bit tolerance at its median one); whatever the integer dot-product
+// setting, its
 // batches read the 8-bit copies (the norms and SwiGLU write them where
 // that setting is on).
 func TestCoopMatchesCPU(t *testing.T) {
@@ -76,22 +79,31 @@ func TestCoopMatchesCPU(t *testing.T) {
 				if strings.Contains(name, "moe") {
 					c.tol = max(c.tol, 6e-3)
 					if c.int8 {
-						// The router magnifies the 8-bit activations'
-						// rounding as it does the f16 tiles' (here
-						// matmul_q8, no cooperative matrices, measured
-						// 0.378 of logits up to 5.46): the variant may
-						// be as far off as that path, and no further.
-						// Its prefill must take matmul_q8 on every
-						// device: where the policy turns the matrix
-						// units on (NVIDIA) an intDot engine prefills on
-						// f16 fragments, whose error (0.079 on an H100)
-						// is not the 8-bit path's.
+						// The router flips its choice at a few positions
+						// under any 8-bit rounding of the activations,
+						// and which positions flip depends on the
+						// rounding. On lavapipe every 8-bit path (here
+						// matmul_q8, the variant, f16 fragments with
+						// 8-bit decode) read 0.365–0.381 of logits up to
+						// 5.46, at the same positions, and under 0.09
+						// at the others; on an H100 matmul_q8 read 0.251
+						// and the variant 0.383. So the variant may be
+						// as far off as matmul_q8 (its prefill on every
+						// device, the policy's matrix units off) or as
+						// such a flip (8 % of the largest logit) at its
+						// worst position, and must stay within the
+						// 8-bit path's 3 % at the median position, where
+						// no flip is.
 						q8o := intDot
 						q8o.CoopMat = new(bool)
 						q8 := openWith(t, q8o)
 						q8err, _ := logitDiff(want, forward(t, f, q8, c.ub))
-						c.tol = max(c.tol, 1.25*q8err/max(1, scale))
-						t.Logf("ubatch %d: the 8-bit path (matmul_q8) is off by %.3g", c.ub, q8err)
+						c.tol = max(c.tol, 1.25*q8err/max(1, scale), 0.08)
+						med := medianPositionDiff(want, got, len(prompt))
+						t.Logf("ubatch %d: the 8-bit path (matmul_q8) is off by %.3g; the variant by %.3g at its median position", c.ub, q8err, med)
+						if med > 3e-2*max(1, scale) {
+							t.Fatalf("ubatch %d: the integer variant's median position is off by %.3g (max |logit| %.3g)", c.ub, med, scale)
+						}
 					}
 				}
 				t.Logf("ubatch %d int-dot %v coopmat int8 %v: max |GPU − CPU| = %.3g over %d logits (max |logit| %.3g)", c.ub, e.IntDot(), e.CoopInt8(), worst, len(want), scale)
@@ -101,4 +113,16 @@ func TestCoopMatchesCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// medianPositionDiff is the median over the n positions of logits want and
+// got (n rows each) of each position's largest difference.
+func medianPositionDiff(want, got []float32, n int) float64 {
+	vocab := len(want) / n
+	d := make([]float64, n)
+	for i := range n {
+		d[i], _ = logitDiff(want[i*vocab:(i+1)*vocab], got[i*vocab:(i+1)*vocab])
+	}
+	slices.Sort(d)
+	return d[n/2]
 }
