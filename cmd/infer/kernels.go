@@ -54,17 +54,18 @@ type kernelReport struct {
 func kernelsCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer kernels", pflag.ContinueOnError)
 	var (
-		spec, output, intDotFlag, tuneFlag, coopFlag string
+		spec, output, intDotFlag, tuneFlag, coopFlag, narrowFlag string
 		device, ctx, ubatch, seqs                    int
 		waves                                        []string
-		flash, narrowCoop                            bool
+		flash                                        bool
 	)
 	fs.StringVarP(&spec, "model", "m", "", "GGUF path or synth:PRESET[:FTYPE] (only its shapes are read)")
 	fs.IntVar(&device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
 	fs.StringSliceVar(&waves, "wave", nil, "flash attention's lane groups and the matrix-vector products' subgroup sizes: 32, 64 or auto, comma list (default: every lane group the device can run)")
 	fs.StringVar(&intDotFlag, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&coopFlag, "coopmat", "auto", coopMatUsage)
-	fs.BoolVar(&narrowCoop, "narrow-coop", false, narrowCoopUsage)
+	fs.StringVar(&narrowFlag, "narrow-coop", "auto", narrowCoopUsage)
+	fs.Lookup("narrow-coop").NoOptDefVal = "on"
 	fs.BoolVarP(&flash, "flash-attn", "a", true, "flash attention (false: the plain attention kernel)")
 	fs.StringVar(&tuneFlag, "tune-profile", "", tuneProfileUsage)
 	fs.IntVarP(&ctx, "ctx-size", "c", 0, "context size (0: the model's, at most 4096); decode's split-k depends on it")
@@ -99,6 +100,10 @@ func kernelsCmd(args []string) error {
 		return err
 	}
 	coopMat, coopInt8, err := parseCoopMat(coopFlag)
+	if err != nil {
+		return err
+	}
+	narrowCoop, err := parseOnOffAuto("--narrow-coop", narrowFlag)
 	if err != nil {
 		return err
 	}

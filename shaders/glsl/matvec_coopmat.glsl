@@ -11,9 +11,13 @@
 // next BK values into the subgroup's own region of shared memory (f16, the
 // raw words of Q4_K/Q5_K fetched a step ahead), a subgroup barrier, and
 // the A fragments come from there. No subgroup waits on another inside the
-// K loop. The activations (quantize_f16.comp's f16 rows, column-major B
+// K loop. The activations (quantize_f16.comp's f16 copy, column-major B
 // fragments) are read straight from the storage buffer: a few hundred KiB
-// that every row block shares, hot in the caches.
+// that every row block shares, hot in the caches. The copy is in
+// quantize_f16's blocked layout (16 values of K for every column, then the
+// next 16), so that a fragment is 512 contiguous bytes: a fragment of whole
+// rows touched a cache line per column, and on an H100 those touches took
+// most of the kernel's time (docs/KERNELS.md).
 //
 // Where the matrix has too few row blocks to fill the device (the k and v
 // projections), SPLIT subgroups share a row block, each taking every
@@ -23,9 +27,9 @@
 // workgroup row takes all of them where it can).
 //
 // BK divides K (so no step is partial and no B fragment reads past a row)
-// and spans whole runs of dequant.glsl's pieces; xh must hold, past its N
-// rows, the rows up to gridY*FN*CM_N that B fragments read (their values
-// reach only columns that are never written). Rows of a block past M
+// and spans whole runs of dequant.glsl's pieces; xh's blocked layout holds
+// XCOLS = gridY*FN*CM_N columns, those past N read by B fragments but
+// reaching only columns that are never written. Rows of a block past M
 // decode row M-1 again, whose products are never written either.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -49,7 +53,8 @@ layout(constant_id = 11) const bool RESID = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
-// xh: N rows of K f16 values, then N f32 row scales.
+// xh: XCOLS columns of K f16 values in blocks of 16 along K, then XCOLS
+// f32 column scales (quantize_f16.comp, blocked).
 layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
 layout(binding = 2) readonly buffer XS { float xs[]; };
 layout(binding = 3) readonly buffer R { float res[]; };
@@ -96,6 +101,13 @@ shared float shC[NSG * CF];
 // uvec4s (8 values).
 #define LOAD_XT(b, off8, stride8) coopMatLoad(b, xh4, off8, stride8, gl_CooperativeMatrixLayoutColumnMajor)
 #endif
+
+#define XCOLS (gl_NumWorkGroups.y * FN * CM_N)
+// XAT is the place in xh4 (uvec4s of 8 halves) of values k.. of column c,
+// k a multiple of CM_K, which divides 16 (the Go side checks); XSTRIDE the
+// uvec4s from a column's values to the next column's.
+#define XAT(c, k) ((((k) >> 4) * XCOLS + (c)) * 2u + (((k) & 15u) >> 3))
+#define XSTRIDE 2u
 
 // Q4_K and Q5_K weights are fetched a step ahead (dq_k_fetch): a lane's
 // words for the next step are in flight while this step decodes and
@@ -178,7 +190,7 @@ void main() {
     CM_DECL_B(bq, BAHEAD ? KF * FN : 1u);
     if (BAHEAD && part < steps) {
         [[unroll]] for (uint q = 0u; q < KF * FN; q++) {
-            LOAD_XT(bq[q], ((n0 + (q / KF) * CM_N) * pc.K + part * BK + (q % KF) * CM_K) / 8u, pc.K / 8u);
+            LOAD_XT(bq[q], XAT(n0 + (q / KF) * CM_N, part * BK + (q % KF) * CM_K), XSTRIDE);
         }
     }
     for (uint i = 0u; i < trips; i++) {
@@ -205,7 +217,7 @@ void main() {
                         }
                     } else {
                         CM_DECL_B(b, 1);
-                        LOAD_XT(b[0], ((n0 + j * CM_N) * pc.K + k0 + x * CM_K) / 8u, pc.K / 8u);
+                        LOAD_XT(b[0], XAT(n0 + j * CM_N, k0 + x * CM_K), XSTRIDE);
                         [[unroll]] for (uint f = 0u; f < FM; f++) {
                             CM_MULADD(acc[f * FN + j], a[f], b[0]);
                         }
@@ -214,7 +226,7 @@ void main() {
             }
             if (BAHEAD && s + SPLIT < steps) {
                 [[unroll]] for (uint q = 0u; q < KF * FN; q++) {
-                    LOAD_XT(bq[q], ((n0 + (q / KF) * CM_N) * pc.K + k0 + SPLIT * BK + (q % KF) * CM_K) / 8u, pc.K / 8u);
+                    LOAD_XT(bq[q], XAT(n0 + (q / KF) * CM_N, k0 + SPLIT * BK + (q % KF) * CM_K), XSTRIDE);
                 }
             }
         }
@@ -238,7 +250,7 @@ void main() {
             uint n = n0 + (f % FN) * CM_N + e / CM_M;
             if (m < pc.M && n < pc.N) {
                 uint i = n * pc.M + m;
-                dst[i] = sum * xs[pc.N * pc.K / 2u + n] + (RESID ? res[i] : 0.0);
+                dst[i] = sum * xs[XCOLS * pc.K / 2u + n] + (RESID ? res[i] : 0.0);
             }
         }
     }

@@ -6,6 +6,13 @@
 // x / s, so activations beyond f16's range (65504) stay finite, and a power
 // of two changes no significand: rows within range are rounded exactly as
 // a plain conversion would round them. One workgroup per row.
+//
+// With blocked > 0 (matvec_coopmat's layout) the values go in blocks of 16
+// along K instead: value k of row r at ((k/16)*blocked + r)*16 + k%16, so
+// that a 16x16 fragment of 16 rows is 512 contiguous bytes, four cache
+// lines, where a fragment of whole rows touches sixteen; blocked (a
+// multiple of 16, at least rows) is the rows the layout holds, and the
+// scales follow its blocked*cols values.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
@@ -20,8 +27,14 @@ layout(binding = 1) readonly buffer Src4 { vec4 x4[]; };
 
 layout(push_constant) uniform Push {
     uint rows;
-    uint cols; // a multiple of 4
+    uint cols;    // a multiple of 4 (of 16 when blocked)
+    uint blocked; // 0: row after row; else the rows of the blocked layout
 } pc;
+
+// at is the place, in halves, of value k of row r.
+uint at(uint r, uint k) {
+    return pc.blocked == 0u ? r * pc.cols + k : ((k >> 4) * pc.blocked + r) * 16u + (k & 15u);
+}
 
 #define RED_N 1u
 #include "reduce.glsl"
@@ -52,10 +65,12 @@ void main() {
     float inv = exp2(float(-e));
     for (uint c = gl_LocalInvocationID.x; c < pc.cols / 4u; c += WG) {
         vec4 v = x4[base + c] * inv;
-        dsth[2u * (base + c)] = packHalf2x16(v.xy);
-        dsth[2u * (base + c) + 1u] = packHalf2x16(v.zw);
+        uint h = at(row, 4u * c) / 2u; // 4 values never straddle a block
+        dsth[h] = packHalf2x16(v.xy);
+        dsth[h + 1u] = packHalf2x16(v.zw);
     }
     if (gl_LocalInvocationID.x == 0u) {
-        dsts[pc.rows * pc.cols / 2u + row] = exp2(float(e));
+        uint n = pc.blocked == 0u ? pc.rows : pc.blocked;
+        dsts[n * pc.cols / 2u + row] = exp2(float(e));
     }
 }

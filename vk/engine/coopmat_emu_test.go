@@ -43,7 +43,7 @@ func TestCoopMatchesCPU(t *testing.T) {
 	// matrix-vector products they would take (the last token's logits keep
 	// 8-bit activations: int-dot's tolerance).
 	narrow := intDot
-	narrow.NarrowCoop = true
+	narrow.NarrowCoop = &on
 	for name, path := range paths {
 		t.Run(name, func(t *testing.T) {
 			f, err := gguf.Open(path)

@@ -51,8 +51,9 @@ type Options struct {
 	CoopInt8 bool
 	// NarrowCoop runs the products of batches of 9 to 64 columns (many
 	// sequences decoding together, short prompts) on matvec_coopmat, where
-	// cooperative matrices are on (kernels.Kernels.NarrowCoop).
-	NarrowCoop bool
+	// cooperative matrices are on (kernels.Kernels.NarrowCoop): nil takes
+	// the policy's choice (kernels.DefaultNarrowCoop), else on or off.
+	NarrowCoop *bool
 	// Tune holds measured kernel geometry for this device (infer tune);
 	// nil keeps the built-in defaults. A non-zero Wave still wins over
 	// its flash-attention wave.
@@ -140,7 +141,10 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 		}
 		k.CoopInt8 = true
 	}
-	k.NarrowCoop = o.NarrowCoop
+	k.NarrowCoop = kernels.DefaultNarrowCoop(dev.Info().VendorID)
+	if o.NarrowCoop != nil {
+		k.NarrowCoop = *o.NarrowCoop
+	}
 	decode, prefill := o.Tune.FlashAttn(o.Wave)
 	// Prefill attention takes the matrix units with the products: the
 	// same choice, so --coopmat off turns both off.

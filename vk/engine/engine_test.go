@@ -44,6 +44,8 @@ func openWith(t *testing.T, o engine.Options) *engine.Engine {
 var (
 	intDot = engine.Options{IntDot: func() *bool { on := true; return &on }()}
 	f32    = engine.Options{IntDot: func() *bool { off := false; return &off }()}
+	// on is an on|off|auto option set to on.
+	on = true
 )
 
 // kvTolerance bounds the logit error that the f16 KV cache alone causes on

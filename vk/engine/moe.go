@@ -183,7 +183,7 @@ func (p *program) productID(d, m, a, id *tensor, experts int, chosen vk.Binding)
 	switch {
 	case k.UseCoop(m.typ, a.rows, a.cols):
 		tile := k.MoECoopTile(m.typ)
-		c := p.copyOf(p.f16, a, kernels.F16Bytes(a.rows, a.cols))
+		c := p.f16Copy(a, false)
 		if c == nil || !p.sorted(&s, id, tile.BN) {
 			return
 		}

@@ -40,7 +40,7 @@ func TestPlanMatchesEngine(t *testing.T) {
 		models[spec] = p
 	}
 	narrow := intDot
-	narrow.NarrowCoop = true
+	narrow.NarrowCoop = &on
 	type config struct {
 		o engine.Options
 		// emulate, when set, runs the cooperative-matrix kernels on their

@@ -62,6 +62,9 @@ type program struct {
 	// f16 holds the f16 copies (kernels.QuantizeF16) that prefill's
 	// cooperative-matrix products read, kept like q8.
 	f16 map[vk.Binding]*actCopy
+	// f16b holds the f16 copies in the blocked layout that matvec_coopmat
+	// reads (kernels.QuantizeF16Blocked), kept like q8.
+	f16b map[vk.Binding]*actCopy
 	// read and written are the buffers the dispatches since the last
 	// barrier read and wrote (see op).
 	read, written map[*vk.Buffer]bool
@@ -91,7 +94,7 @@ type actCopy struct {
 
 func newProgram(e *Engine, n int, rows bool) (*program, error) {
 	p := &program{e: e, n: n, rows: rows, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n), stepBuf: make([]byte, 0, 8*n),
-		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{},
+		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{}, f16b: map[vk.Binding]*actCopy{},
 		layer: -1, routed: map[*tensor]int{}, sorts: map[sortKey]*actCopy{}}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
 	var err error
@@ -147,7 +150,7 @@ func (p *program) op(reads, writes []vk.Binding, record func() error) {
 	}
 	for _, b := range writes {
 		p.written[b.Buf] = true
-		for _, copies := range []map[vk.Binding]*actCopy{p.q8, p.f16} {
+		for _, copies := range []map[vk.Binding]*actCopy{p.q8, p.f16, p.f16b} {
 			for src, c := range copies {
 				c.fresh = c.fresh && src.Buf != b.Buf
 			}
@@ -304,6 +307,18 @@ func (p *program) copyOf(copies map[vk.Binding]*actCopy, t *tensor, size int64) 
 	return c
 }
 
+// f16Copy returns the f16 copy of activation t that the cooperative-matrix
+// products read, made on first use: in matvec_coopmat's blocked layout
+// where blocked is set, else row after row (a scratch tensor may feed
+// products of both kinds, so each layout has copies of its own); nil (with
+// the error kept for Record) if it cannot be allocated.
+func (p *program) f16Copy(t *tensor, blocked bool) *actCopy {
+	if blocked {
+		return p.copyOf(p.f16b, t, p.e.k.CoopXBytes(t.rows, t.cols))
+	}
+	return p.copyOf(p.f16, t, kernels.F16Bytes(t.rows, t.cols))
+}
+
 // refresh records the rounding of activation a into its copy c unless c
 // already holds a's current values.
 func (p *program) refresh(c *actCopy, a *tensor, round func(s *vk.Sequence, dst, src vk.Binding, rows, cols int) error) {
@@ -333,11 +348,19 @@ func (p *program) productCoop(d, m, a, r *tensor) {
 		})
 		return
 	}
-	c := p.copyOf(p.f16, a, p.e.k.CoopXBytes(a.rows, a.cols))
+	narrow := p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols)
+	c := p.f16Copy(a, narrow)
 	if c == nil {
 		return
 	}
-	p.refresh(c, a, p.e.k.QuantizeF16)
+	if narrow {
+		cols := p.e.k.MatVecCoopCols(p.e.k.MatVecCoopFor(m.typ, a.rows, m.rows, m.cols), a.rows)
+		p.refresh(c, a, func(s *vk.Sequence, dst, src vk.Binding, rows, k int) error {
+			return p.e.k.QuantizeF16Blocked(s, dst, src, rows, k, cols)
+		})
+	} else {
+		p.refresh(c, a, p.e.k.QuantizeF16)
+	}
 	if r != nil && p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
 		p.op(bindings(m.b, c.b, r.b), bindings(d.b), func() error {
 			return p.e.k.MatVecCoopAdd(p.seq, d.b, m.b, c.b, r.b, m.typ, a.rows, m.rows, m.cols)

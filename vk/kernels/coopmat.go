@@ -231,13 +231,51 @@ func (k *Kernels) QuantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K int) error
 		return err
 	}
 	gx, gy := k.grid(n)
-	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K), uint32(0)), gx, gy, 1)
+	return nil
+}
+
+// F16BlockedBytes is the size of QuantizeF16Blocked's layout of cols
+// columns of K activations: cols*K f16 values, then one f32 scale per
+// column.
+func F16BlockedBytes(cols, K int) int64 { return 2*int64(cols)*int64(K) + f32(cols) }
+
+// QuantizeF16Blocked rounds n rows of K f32 activations as QuantizeF16
+// does into the blocked layout matvec_coopmat reads: value k of row r at
+// half ((k/16)·cols + r)·16 + k%16, then the scales of all cols rows. cols
+// (at least n, a multiple of 16) is the rows the layout holds; those past
+// n are never written. K is a multiple of 16.
+func (k *Kernels) QuantizeF16Blocked(s *vk.Sequence, dst, x vk.Binding, n, K, cols int) error {
+	if err := positive("quantize_f16", n, K); err != nil {
+		return err
+	}
+	if K%16 != 0 {
+		return fmt.Errorf("kernels: quantize_f16: blocked rows of %d values: need a multiple of 16", K)
+	}
+	if cols < n || cols%16 != 0 {
+		return fmt.Errorf("kernels: quantize_f16: a blocked layout of %d rows for %d: need a multiple of 16, at least the rows", cols, n)
+	}
+	if err := need("quantize_f16 x", x, f32(n*K)); err != nil {
+		return err
+	}
+	if err := need("quantize_f16 dst", dst, F16BlockedBytes(cols, K)); err != nil {
+		return err
+	}
+	if err := vec4Aligned("quantize_f16", x, dst); err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.QuantizeF16Spec())
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(n)
+	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K), uint32(cols)), gx, gy, 1)
 	return nil
 }
 
 // QuantizeF16Spec is the pipeline QuantizeF16 builds.
 func (k *Kernels) QuantizeF16Spec() vk.PipelineSpec {
-	return spec("quantize_f16", 2, 8, 0, Lanes, k.subgroups(Lanes))
+	return spec("quantize_f16", 2, 12, 0, Lanes, k.subgroups(Lanes))
 }
 
 // MatMulCoop records dst = W·x on the matrix units for n columns of

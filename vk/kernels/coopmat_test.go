@@ -85,6 +85,65 @@ func TestQuantizeF16(t *testing.T) {
 	}
 }
 
+// TestQuantizeF16Blocked checks matvec_coopmat's layout against the row
+// layout: every value and scale the same bits, each in its block of 16,
+// and the columns past n left as they were (NaN here).
+func TestQuantizeF16Blocked(t *testing.T) {
+	k := setup(t)
+	for _, c := range []struct{ n, K, cols int }{{1, 16, 16}, {9, 4096, 16}, {17, 14336, 48}, {33, 80, 48}} {
+		t.Run(fmt.Sprintf("%dx%d/%d", c.n, c.K, c.cols), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.K)))
+			x := normals(r, c.n*c.K, 1)
+			for i := range x {
+				if i%89 == 3 && i/c.K%2 == 1 {
+					x[i] *= 1e6 // odd rows need a scale
+				}
+			}
+			xb := floatBuffer(t, x)
+			rb := buffer(t, F16Bytes(c.n, c.K), nil)
+			size := F16BlockedBytes(c.cols, c.K)
+			bb := buffer(t, size, bytes.Repeat([]byte{0xFF}, int(size)))
+			run(t, func(s *vk.Sequence) error {
+				if err := k.QuantizeF16(s, whole(rb), whole(xb), c.n, c.K); err != nil {
+					return err
+				}
+				return k.QuantizeF16Blocked(s, whole(bb), whole(xb), c.n, c.K, c.cols)
+			})
+			rows, blk := readBytes(t, rb), readBytes(t, bb)
+			bad := 0
+			for col := 0; col < c.cols; col++ {
+				for i := 0; i < c.K; i++ {
+					at := 2 * ((i/16*c.cols+col)*16 + i%16)
+					got := binary.LittleEndian.Uint16(blk[at:])
+					want := uint16(0xFFFF)
+					if col < c.n {
+						want = binary.LittleEndian.Uint16(rows[2*(col*c.K+i):])
+					}
+					if got != want && bad < 3 {
+						bad++
+						t.Errorf("column %d value %d: %#04x, want %#04x", col, i, got, want)
+					}
+				}
+				got := binary.LittleEndian.Uint32(blk[2*c.cols*c.K+4*col:])
+				want := uint32(0xFFFFFFFF)
+				if col < c.n {
+					want = binary.LittleEndian.Uint32(rows[2*c.n*c.K+4*col:])
+				}
+				if got != want {
+					t.Errorf("column %d: scale %#08x, want %#08x", col, got, want)
+				}
+			}
+		})
+	}
+	b := whole(buffer(t, 1<<16, nil))
+	expectRejected(t, []rejected{
+		{"K not a multiple of 16", k.QuantizeF16Blocked(nil, b, b, 1, 24, 16)},
+		{"fewer columns than rows", k.QuantizeF16Blocked(nil, b, b, 17, 16, 16)},
+		{"columns not a multiple of 16", k.QuantizeF16Blocked(nil, b, b, 3, 16, 24)},
+		{"short layout", k.QuantizeF16Blocked(nil, vk.Binding{Buf: b.Buf, Size: F16BlockedBytes(16, 64) - 4}, b, 3, 64, 16)},
+	})
+}
+
 // coopKernels returns Kernels whose cooperative-matrix products run on the
 // emulation with fragments of shape sh (zero: the default), and, where the
 // device has the extension and sh is zero, Kernels on its matrix units with
@@ -115,20 +174,22 @@ func coopKernels(t *testing.T, sh coopmat.Shape) map[string]*Kernels {
 func testCoop(t *testing.T, k *Kernels, qt quant.Type, c matCase, tile CoopTile, big float32) {
 	t.Helper()
 	t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, tile), func(t *testing.T) {
-		testF16Product(t, k, qt, c, big, F16Bytes(c.n, c.K), false, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
+		testF16Product(t, k, qt, c, big, F16Bytes(c.n, c.K), 0, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
 			return k.MatMulCoop(s, dst, w, xh, qt, c.n, c.rows, c.K, tile)
 		})
 	})
 }
 
-// testF16Product runs QuantizeF16 on k and then product on case c, and
+// testF16Product runs QuantizeF16 (QuantizeF16Blocked with blocked
+// columns, where blocked > 0) on k and then product on case c, and
 // compares dst with the float64 product of the dequantized weights, with
 // activations scaled by big in every third column. The activations'
-// binding is xBytes long (QuantizeF16's layout and whatever padding the
-// product reads) at 16 bytes into its buffer; with nanPad all of it starts
-// as f16 NaNs, so the columns that read the padding must never reach dst.
+// binding is xBytes long (the layout and whatever padding the product
+// reads) at 16 bytes into its buffer; in the blocked layout all of it
+// starts as f16 NaNs, so the columns past n, which the product reads,
+// must never reach dst.
 // The weights sit 256 bytes into their buffer and dst 64 bytes into its.
-func testF16Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, big float32, xBytes int64, nanPad bool,
+func testF16Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, big float32, xBytes int64, blocked int,
 	product func(s *vk.Sequence, dst, w, xh vk.Binding) error) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.K*10+c.n)))
@@ -145,14 +206,20 @@ func testF16Product(t *testing.T, k *Kernels, qt quant.Type, c matCase, big floa
 	w := weightsAt(t, raw, 256)
 	xb := floatBuffer(t, x)
 	var pad []byte
-	if nanPad {
+	if blocked > 0 {
 		pad = bytes.Repeat([]byte{0xFF}, int(16+xBytes))
 	}
 	hb := buffer(t, 16+xBytes, pad)
 	db := buffer(t, dOff+f32(c.n*c.rows), nil)
 	xh := vk.Binding{Buf: hb, Off: 16, Size: xBytes}
 	run(t, func(s *vk.Sequence) error {
-		if err := k.QuantizeF16(s, xh, whole(xb), c.n, c.K); err != nil {
+		var err error
+		if blocked > 0 {
+			err = k.QuantizeF16Blocked(s, xh, whole(xb), c.n, c.K, blocked)
+		} else {
+			err = k.QuantizeF16(s, xh, whole(xb), c.n, c.K)
+		}
+		if err != nil {
 			return err
 		}
 		s.Barrier()
@@ -498,7 +565,7 @@ func TestMatMulCoopSplit(t *testing.T) {
 			} {
 				t.Run(fmt.Sprintf("%d/%s/%dx%d/n%d/s%d", i, c.qt, c.c.rows, c.c.K, c.c.n, c.splits), func(t *testing.T) {
 					part := buffer(t, f32(c.splits*c.c.n*c.c.rows), nil)
-					testF16Product(t, k, c.qt, c.c, 1, F16Bytes(c.c.n, c.c.K), false, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
+					testF16Product(t, k, c.qt, c.c, 1, F16Bytes(c.c.n, c.c.K), 0, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
 						if err := k.MatMulCoopSplit(s, whole(part), w, xh, c.qt, c.c.n, c.c.rows, c.c.K, c.tile, c.splits); err != nil {
 							return err
 						}

@@ -1,6 +1,9 @@
 package kernels
 
-import "github.com/vkinfer/vkinfer/quant"
+import (
+	"github.com/vkinfer/vkinfer/coopmat"
+	"github.com/vkinfer/vkinfer/quant"
+)
 
 // The built-in shapes, used where no tuning profile matches the device.
 // They are the winners of `infer tune` on an NVIDIA H200 for the
@@ -144,3 +147,14 @@ var WideTiles = []Tile{
 // lavapipe) nothing pays for rounding the activations, so the f32 kernel
 // stays.
 func DefaultQ8(integerDot, accelerated bool) bool { return integerDot && accelerated }
+
+// DefaultNarrowCoop says whether products of MaxMatVecCols < n <=
+// NarrowCoopCols columns run on matvec_coopmat (Kernels.NarrowCoop) by
+// default on a device of this vendor, where cooperative matrices are on.
+// Measured on an H100 only: with its activations in blocks of 16 it beat
+// matvec_q8 from 24 columns on every Llama-3-8B matrix and matmul_coopmat
+// up to 64 but for ties, and took 16, 32 and 64 streams from 921-938,
+// 1015-1034 and 1540-1580 to 958-977, 1311-1353 and 1729-1765 decoded
+// tokens/s (docs/BENCHMARKS.md). RDNA3, the other device family with
+// matrix units, builds it (docs/AMD.md) but is unmeasured: off there.
+func DefaultNarrowCoop(vendor uint32) bool { return vendor == coopmat.VendorNVIDIA }

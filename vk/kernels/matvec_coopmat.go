@@ -56,8 +56,10 @@ func (k *Kernels) matVecCoopUnit(t quant.Type) int {
 
 // MatVecCoopFor is the built-in shape for a rows x K matrix of type t and
 // n columns: 16-row blocks (one fragment: the most blocks to spread the
-// stream over), 128-value steps where K allows (64 in the emulation, whose
-// lanes hold four times the pieces), all columns in one workgroup row up
+// stream over; 32-row blocks in 64-value steps past 32 columns, where the
+// weights' type allows, on the matrix units: NVIDIA's driver fails to
+// build the emulation's of 64 columns), 128-value steps where K allows (64 in the
+// emulation, whose lanes hold four times the pieces), all columns in one workgroup row up
 // to matVecCoopFrags fragments, and Split doubled until the matrix has
 // eight subgroups per compute unit or K runs out of steps: the k and v
 // projections' 1024 rows are 64 blocks, a tenth of what an H200 streams
@@ -77,16 +79,24 @@ func (k *Kernels) MatVecCoopFor(t quant.Type, n, rows, K int) MatVecCoopShape {
 	}
 	frags := ceil(n, cn)
 	fn := ceil(frags, ceil(frags, matVecCoopFrags))
+	// Past two fragments of columns, 32-row blocks: each B fragment then
+	// serves two A fragments, and at 64 columns the activations' reads, not
+	// the weights', are the cost (docs/KERNELS.md). Their stage of 32 rows
+	// takes 64-value steps.
+	fm := 1
+	if fn > 2 && K%64 == 0 && 64%unit == 0 && !k.CoopEmulated {
+		fm, bk = 2, 64
+	}
 	cus := k.info.ComputeUnits
 	if cus == 0 {
 		cus = 32
 	}
-	blocks, steps := ceil(rows, m), K/max(bk, 1)
+	blocks, steps := ceil(rows, m*fm), K/max(bk, 1)
 	split := 1
 	for split < matVecCoopSplitMax && blocks*split < 8*cus && 2*split <= steps {
 		split *= 2
 	}
-	sh := MatVecCoopShape{Subgroups: max(4, split), Split: split, FM: 1, FN: fn, BK: bk}
+	sh := MatVecCoopShape{Subgroups: max(4, split), Split: split, FM: fm, FN: fn, BK: bk}
 	// Fewer subgroups a workgroup (and a smaller split) where the device
 	// limits them.
 	for sh.Subgroups > 1 && k.checkMatVecCoop(sh, t) != nil {
@@ -96,15 +106,20 @@ func (k *Kernels) MatVecCoopFor(t quant.Type, n, rows, K int) MatVecCoopShape {
 	return sh
 }
 
-// MatVecCoopXBytes is the size of the f16 activations that MatVecCoop
-// with shape sh reads for n columns of K values: QuantizeF16's layout
-// (F16Bytes), extended where the last workgroup's fragments read rows past
-// n (their products are never written, but the reads must stay in the
-// buffer).
-func (k *Kernels) MatVecCoopXBytes(sh MatVecCoopShape, n, K int) int64 {
+// MatVecCoopCols is the columns that MatVecCoop with shape sh reads for n
+// activation columns: whole workgroups of FN fragments. Those past n are
+// read, never written.
+func (k *Kernels) MatVecCoopCols(sh MatVecCoopShape, n int) int {
 	_, cn, _ := k.coopShape()
 	w := max(sh.FN, 1) * cn
-	return max(F16Bytes(n, K), 2*int64(ceil(n, w)*w)*int64(K))
+	return ceil(n, w) * w
+}
+
+// MatVecCoopXBytes is the size of the f16 activations that MatVecCoop
+// with shape sh reads for n columns of K values: QuantizeF16Blocked's
+// layout of MatVecCoopCols columns.
+func (k *Kernels) MatVecCoopXBytes(sh MatVecCoopShape, n, K int) int64 {
+	return F16BlockedBytes(k.MatVecCoopCols(sh, n), K)
 }
 
 // CoopXBytes is the size of the f16 copy of n columns of K values that the
@@ -187,6 +202,8 @@ func (k *Kernels) checkMatVecCoop(sh MatVecCoopShape, t quant.Type) error {
 		return bad("the split must divide the subgroups")
 	case sh.BK%k.matVecCoopUnit(t) != 0:
 		return bad(fmt.Sprintf("the step must hold whole runs of %s pieces and %d-value fragments", t, kk))
+	case 16%kk != 0:
+		return bad(fmt.Sprintf("fragments of %d values along K straddle the activations' blocks of 16", kk))
 	}
 	if inv := sh.Subgroups * k.coopSubgroup(); inv > k.info.MaxWorkgroupInvocations {
 		return bad(fmt.Sprintf("needs %d invocations, device allows %d", inv, k.info.MaxWorkgroupInvocations))

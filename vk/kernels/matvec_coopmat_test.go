@@ -16,7 +16,7 @@ import (
 func testMatVecCoop(t *testing.T, k *Kernels, qt quant.Type, c matCase, sh MatVecCoopShape, big float32) {
 	t.Helper()
 	t.Run(fmt.Sprintf("%s/%dx%d/n%d/%v", qt, c.rows, c.K, c.n, sh), func(t *testing.T) {
-		testF16Product(t, k, qt, c, big, k.MatVecCoopXBytes(sh, c.n, c.K), true, func(s *vk.Sequence, dst, w, xh vk.Binding) error {
+		testF16Product(t, k, qt, c, big, k.MatVecCoopXBytes(sh, c.n, c.K), k.MatVecCoopCols(sh, c.n), func(s *vk.Sequence, dst, w, xh vk.Binding) error {
 			return k.MatVecCoopWith(s, dst, w, xh, qt, c.n, c.rows, c.K, sh)
 		})
 	})
@@ -108,7 +108,7 @@ func TestMatVecCoopAdd(t *testing.T) {
 				hb := buffer(t, k.MatVecCoopXBytes(k.MatVecCoopFor(c.qt, c.n, c.rows, c.K), c.n, c.K), nil)
 				db := floatBuffer(t, res)
 				run(t, func(s *vk.Sequence) error {
-					if err := k.QuantizeF16(s, whole(hb), whole(xb), c.n, c.K); err != nil {
+					if err := k.QuantizeF16Blocked(s, whole(hb), whole(xb), c.n, c.K, k.MatVecCoopCols(k.MatVecCoopFor(c.qt, c.n, c.rows, c.K), c.n)); err != nil {
 						return err
 					}
 					s.Barrier()
