@@ -55,9 +55,9 @@ func kernelsCmd(args []string) error {
 	fs := pflag.NewFlagSet("infer kernels", pflag.ContinueOnError)
 	var (
 		spec, output, intDotFlag, tuneFlag, coopFlag, narrowFlag string
-		device, ctx, ubatch, seqs                    int
-		waves                                        []string
-		flash                                        bool
+		device, ctx, ubatch, seqs                                int
+		waves                                                    []string
+		flash                                                    bool
 	)
 	fs.StringVarP(&spec, "model", "m", "", "GGUF path or synth:PRESET[:FTYPE] (only its shapes are read)")
 	fs.IntVar(&device, "device", -1, "Vulkan device index, as listed by infer devices (-1: best)")
