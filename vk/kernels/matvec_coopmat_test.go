@@ -84,6 +84,7 @@ func TestMatVecCoopRejects(t *testing.T) {
 		{"split not dividing", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 3, FM: 1, FN: 1, BK: 64})},
 		{"zero fragments", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 1, FM: 1, FN: 0, BK: 64})},
 		{"shared memory", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 4096, MatVecCoopShape{Subgroups: 64, Split: 1, FM: 4, FN: 1, BK: 4096})},
+		{"Q4_K weights off 16 bytes", k.MatVecCoopWith(s, bind, vk.Binding{Buf: b, Off: 4, Size: 1 << 16}, bind, quant.Q4_K, 9, 16, 256, sh)},
 		{"short residual", k.MatVecCoopAdd(s, bind, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256)},
 		// 9 columns of 256 values fit F16Bytes, but the fragment reads 16.
 		{"unpadded activations", k.MatVecCoopWith(s, bind, bind, vk.Binding{Buf: b, Size: F16Bytes(9, 256)}, quant.Q4_K, 9, 16, 256, sh)},
