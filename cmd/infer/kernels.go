@@ -65,7 +65,6 @@ func kernelsCmd(args []string) error {
 	fs.StringVar(&intDotFlag, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&coopFlag, "coopmat", "auto", coopMatUsage)
 	fs.StringVar(&narrowFlag, "narrow-coop", "auto", narrowCoopUsage)
-	fs.Lookup("narrow-coop").NoOptDefVal = "on"
 	fs.BoolVarP(&flash, "flash-attn", "a", true, "flash attention (false: the plain attention kernel)")
 	fs.StringVar(&tuneFlag, "tune-profile", "", tuneProfileUsage)
 	fs.IntVarP(&ctx, "ctx-size", "c", 0, "context size (0: the model's, at most 4096); decode's split-k depends on it")

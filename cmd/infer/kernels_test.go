@@ -75,7 +75,7 @@ func TestAMDCompileMatrix(t *testing.T) {
 		{"", []string{"--wave", "auto", "--coopmat", "int8", "--int-dot", "on"}, []int{32}},
 		// Narrow batches on matvec_coopmat (RDNA3; a plain pass elsewhere),
 		// with and without the residual, over three 16-column fragments.
-		{"", []string{"--wave", "auto", "-u", "33", "--narrow-coop", "--int-dot", "on"}, []int{32}},
+		{"", []string{"--wave", "auto", "-u", "33", "--narrow-coop", "on", "--int-dot", "on"}, []int{32}},
 		// Issue 18's kernels: Qwen3's per-head norms (head dim 128);
 		// Gemma 3's GeGLU, embedding scale, head dim 256 and sliding
 		// windows, also with the policy's wave on a short prompt.

@@ -57,7 +57,6 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.intDot, "int-dot", "auto", intDotUsage)
 	fs.StringVar(&l.coopMat, "coopmat", "auto", coopMatUsage)
 	fs.StringVar(&l.narrowCoop, "narrow-coop", "auto", narrowCoopUsage)
-	fs.Lookup("narrow-coop").NoOptDefVal = "on"
 	fs.BoolVarP(&l.flash, "flash-attn", "a", true, "use flash attention (false: the plain attention kernel)")
 	fs.StringVar(&l.tune, "tune-profile", "", tuneProfileUsage)
 	fs.StringVar(&l.profile, "profile", "", profileUsage)
@@ -65,7 +64,7 @@ func (l *loadFlags) register(fs *pflag.FlagSet) {
 }
 
 const narrowCoopUsage = "the products of 9 to 64 columns (sequences decoding together, short prompts) on matvec_coopmat, " +
-	"where cooperative matrices are on: on, off or auto (on for NVIDIA, the only vendor measured; alone: on)"
+	"where cooperative matrices are on: on, off or auto (on for NVIDIA, the only vendor measured)"
 
 const waveUsage = "flash attention's lane group and the subgroup size of the matrix-vector products: 32, 64 or auto " +
 	"(attention: RDNA 32, GCN 64, others native; products: RDNA 64, others the driver's)"

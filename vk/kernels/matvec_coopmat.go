@@ -57,8 +57,7 @@ func (k *Kernels) matVecCoopUnit(t quant.Type) int {
 // MatVecCoopFor is the built-in shape for a rows x K matrix of type t and
 // n columns: 16-row blocks (one fragment: the most blocks to spread the
 // stream over; 32-row blocks in 64-value steps past 32 columns, where the
-// weights' type allows, on the matrix units: NVIDIA's driver fails to
-// build the emulation's of 64 columns), 128-value steps where K allows (64 in the
+// weights' type allows, on 32-wide subgroups of the matrix units), 128-value steps where K allows (64 in the
 // emulation, whose lanes hold four times the pieces), all columns in one workgroup row up
 // to matVecCoopFrags fragments, and Split doubled until the matrix has
 // eight subgroups per compute unit or K runs out of steps: the k and v
@@ -82,9 +81,11 @@ func (k *Kernels) MatVecCoopFor(t quant.Type, n, rows, K int) MatVecCoopShape {
 	// Past two fragments of columns, 32-row blocks: each B fragment then
 	// serves two A fragments, and at 64 columns the activations' reads, not
 	// the weights', are the cost (docs/KERNELS.md). Their stage of 32 rows
-	// takes 64-value steps.
+	// takes 64-value steps. On 32-wide subgroups only: RDNA3's wave64 build
+	// spills 40 VGPRs (ACO, navi31), and NVIDIA's driver fails to build
+	// the emulation's.
 	fm := 1
-	if fn > 2 && K%64 == 0 && 64%unit == 0 && !k.CoopEmulated {
+	if fn > 2 && K%64 == 0 && 64%unit == 0 && !k.CoopEmulated && k.coopSubgroup() == 32 {
 		fm, bk = 2, 64
 	}
 	cus := k.info.ComputeUnits
