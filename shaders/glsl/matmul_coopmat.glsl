@@ -71,12 +71,16 @@ layout(constant_id = 12) const uint KSPLIT = 1;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
-#ifdef COOP_INT8
 layout(binding = 1) readonly buffer Wts4 { uvec4 W4[]; };
+#ifdef COOP_INT8
 // xq: N rows of K int8 values, then one f32 scale per 32 (q8.glsl).
 layout(binding = 2) readonly buffer XQ4 { uvec4 xq4[]; };
 layout(binding = 2) readonly buffer XD { float xd[]; };
 #else
+// The weights as 8-byte words too (dequant.glsl's DQ_WIDE; the Go side
+// checks that Q4_K and Q5_K weights start on 16 bytes).
+layout(binding = 1) readonly buffer Wts2 { uvec2 W2[]; };
+#define DQ_WIDE
 // xh: N rows of K f16 values, then N f32 row scales.
 layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
 layout(binding = 2) readonly buffer XS { float xs[]; };
@@ -107,7 +111,8 @@ const uint SA = BK / 4u + 2u;    // shA row stride, f16vec4s
 const uint SB = KC / 4u + 2u;    // shB row stride, f16vec4s
 const uint PA = BK / 16u;        // 16-value pieces per weight row of a tile
 
-shared f16vec4 shA[BM * SA];
+#define STAGE_VEC4S (BM * SA)
+#include "f16stage.glsl"
 shared f16vec4 shB[BN * SB];
 
 // loadA decodes values k0..k0+BK of rows m0.. into shA: each invocation a
@@ -121,10 +126,7 @@ void loadA(uint m0, uint k0) {
         if (m0 + r < pc.M && k < pc.K) {
             dq_piece(WROW(m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, v);
         }
-        uint base = 4u * r * SA + blk * QK - k0; // in halves; dq_off is a multiple of 4
-        [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            shA[(base + dq_off(p, i)) / 4u] = f16vec4(v[i]);
-        }
+        stagePiece(4u * r * SA + blk * QK - k0, p, v); // in halves
     }
 }
 
@@ -158,10 +160,7 @@ void decodeA(uint k0) {
             uint blk = k / QK, p = (k % QK) / 16u;
             vec4 v[4];
             dq_k_decode(araw[j], p, v);
-            uint base = 4u * r * SA + blk * QK - k0;
-            [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                shA[(base + dq_off(p, i)) / 4u] = f16vec4(v[i]);
-            }
+            stagePiece(4u * r * SA + blk * QK - k0, p, v);
         }
     }
 }
@@ -279,7 +278,7 @@ void main() {
                     CM_DECL_A(a, FM);
                     CM_DECL_B(b, FN);
                     [[unroll]] for (uint i = 0u; i < FM; i++) {
-                        CM_LOAD_A4(a[i], shA, (am + i * CM_M) * SA + (kc + kk) / 4u, SA);
+                        LOAD_STAGE(a[i], (am + i * CM_M) * SA + (kc + kk) / 4u, SA);
                     }
                     [[unroll]] for (uint j = 0u; j < FN; j++) {
                         if (LIVE(an + j * CM_N)) {

@@ -53,10 +53,11 @@ layout(constant_id = 11) const bool RESID = false;
 
 layout(binding = 0) writeonly buffer Dst { float dst[]; };
 layout(binding = 1) readonly buffer Wts { uint W[]; };
-// The same bytes as 16- and 8-byte words (fetchK; the Go side checks that
-// Q4_K and Q5_K weights start on 16 bytes).
+// The same bytes as 16- and 8-byte words (dequant.glsl's DQ_WIDE; the Go
+// side checks that Q4_K and Q5_K weights start on 16 bytes).
 layout(binding = 1) readonly buffer Wts4 { uvec4 W4[]; };
 layout(binding = 1) readonly buffer Wts2 { uvec2 W2[]; };
+#define DQ_WIDE
 // xh: XCOLS columns of K f16 values in blocks of 16 along K, then XCOLS
 // f32 column scales (quantize_f16.comp, blocked).
 layout(binding = 2) readonly buffer XH4 { uvec4 xh4[]; };
@@ -82,35 +83,8 @@ const uint SA = BK / 4u + 2u;     // shA row stride, f16vec4s (16 bytes of paddi
 const uint CF = CM_M * CM_N;      // values per accumulator fragment
 const uint KF = BK / CM_K;        // fragments along K per step
 
-// The stage: each subgroup's RB rows of BK f16 values, SA f16vec4s apart
-// (places i below count f16vec4s; SA is even). On the matrix units it is
-// an array of 16-byte words, so that a Q4_K or Q5_K piece's two runs of 8
-// values are two 16-byte stores (stage8) where 8-byte ones made twice the
-// shared-memory transactions: 14336x4096 Q4_K at 16 columns went from 76
-// to 71 us on an H100 (docs/KERNELS.md). The emulation keeps f16vec4s,
-// which its fragment loads index.
-#ifdef COOPMAT_EMULATE
-shared f16vec4 shA[NSG * RB * SA];
-void stage4(uint i, vec4 v) { shA[i] = f16vec4(v); }
-void stage8(uint i, vec4 v0, vec4 v1) {
-    shA[i] = f16vec4(v0);
-    shA[i + 1u] = f16vec4(v1);
-}
-#define LOAD_STAGE(a, off, stride) CM_LOAD_A4(a, shA, off, stride)
-#else
-shared uvec4 shA[NSG * RB * SA / 2u];
-uvec2 halves4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
-void stage4(uint i, vec4 v) {
-    if ((i & 1u) == 0u) {
-        shA[i >> 1].xy = halves4(v);
-    } else {
-        shA[i >> 1].zw = halves4(v);
-    }
-}
-// i is even.
-void stage8(uint i, vec4 v0, vec4 v1) { shA[i >> 1] = uvec4(halves4(v0), halves4(v1)); }
-#define LOAD_STAGE(a, off, stride) coopMatLoad(a, shA, (off) / 2u, (stride) / 2u, gl_CooperativeMatrixLayoutRowMajor)
-#endif
+#define STAGE_VEC4S (NSG * RB * SA)
+#include "f16stage.glsl"
 shared float shC[NSG * CF];
 
 #ifdef COOPMAT_EMULATE
@@ -164,28 +138,12 @@ bool pieceAt(uint lane, uint j, out uint r, out uint q) {
 // rowOf is the weight row that block row r reads: past M, the last row.
 uint rowOf(uint m0, uint r) { return min(m0 + r, pc.M - 1u); }
 
-// fetchK is dq_k_fetch with one 16-byte load for the block's header and
-// 8-byte ones for the quants, where dq_k_fetch loads word by word: fewer
-// load instructions and cache transactions for the same bytes (14336x4096
-// Q4_K at 16 columns: 71 to 67 us on an H100).
-KRaw fetchK(uint b, uint p) {
-    KRaw r;
-    uint j = p >> 2, q = p & 3u;
-    r.hd = W4[b >> 4];
-    r.qs = W2[((QTYPE == T_Q4_K ? b + 16u : b + 48u) + 32u * j + 8u * q) >> 3];
-    r.qh = uvec2(0u);
-    if (QTYPE == T_Q5_K) {
-        r.qh = W2[(b + 16u + 8u * q) >> 3];
-    }
-    return r;
-}
-
 void fetchA(uint lane, uint m0, uint k0) {
     [[unroll]] for (uint j = 0u; j < PPL; j++) {
         uint r, q;
         if (pieceAt(lane, j, r, q)) {
             uint k = k0 + q;
-            araw[j] = fetchK(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
+            araw[j] = dq_k_fetch(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
         }
     }
 }
@@ -196,17 +154,7 @@ void storeA(uint base, uint r, uint q, uint p, vec4 v[4]) {
     // The piece's block starts q - 16p values into the step (before it,
     // where a step is part of a block: the unsigned sum wraps back), and
     // dq_off places each vec4 within the block.
-    uint b = 4u * (base + r * SA) + q - 16u * p; // in halves
-    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
-        // v[0], v[1] and v[2], v[3] are runs of 8 values (dq_off), each
-        // starting on 8 halves: b is a multiple of 8.
-        stage8((b + dq_off(p, 0u)) / 4u, v[0], v[1]);
-        stage8((b + dq_off(p, 2u)) / 4u, v[2], v[3]);
-    } else {
-        [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            stage4((b + dq_off(p, i)) / 4u, v[i]);
-        }
-    }
+    stagePiece(4u * (base + r * SA) + q - 16u * p, p, v);
 }
 
 void decodeA(uint lane, uint base, uint m0, uint k0) {

@@ -211,28 +211,10 @@ func F16Bytes(n, K int) int64 { return 2*int64(n)*int64(K) + f32(n) }
 // multiple of 8) to f16 with a power-of-two scale per row
 // (quantize_f16.comp), into dst.
 func (k *Kernels) QuantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
-	if err := positive("quantize_f16", n, K); err != nil {
-		return err
-	}
 	if K%8 != 0 {
 		return fmt.Errorf("kernels: quantize_f16: rows of %d values: need a multiple of 8", K)
 	}
-	if err := need("quantize_f16 x", x, f32(n*K)); err != nil {
-		return err
-	}
-	if err := need("quantize_f16 dst", dst, F16Bytes(n, K)); err != nil {
-		return err
-	}
-	if err := vec4Aligned("quantize_f16", x, dst); err != nil {
-		return err
-	}
-	p, err := k.pipeline(k.QuantizeF16Spec())
-	if err != nil {
-		return err
-	}
-	gx, gy := k.grid(n)
-	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K), uint32(0)), gx, gy, 1)
-	return nil
+	return k.quantizeF16(s, dst, x, n, K, 0, F16Bytes(n, K))
 }
 
 // F16BlockedBytes is the size of QuantizeF16Blocked's layout of cols
@@ -246,19 +228,25 @@ func F16BlockedBytes(cols, K int) int64 { return 2*int64(cols)*int64(K) + f32(co
 // (at least n, a multiple of 16) is the rows the layout holds; those past
 // n are never written. K is a multiple of 16.
 func (k *Kernels) QuantizeF16Blocked(s *vk.Sequence, dst, x vk.Binding, n, K, cols int) error {
-	if err := positive("quantize_f16", n, K); err != nil {
-		return err
-	}
 	if K%16 != 0 {
 		return fmt.Errorf("kernels: quantize_f16: blocked rows of %d values: need a multiple of 16", K)
 	}
 	if cols < n || cols%16 != 0 {
 		return fmt.Errorf("kernels: quantize_f16: a blocked layout of %d rows for %d: need a multiple of 16, at least the rows", cols, n)
 	}
+	return k.quantizeF16(s, dst, x, n, K, cols, F16BlockedBytes(cols, K))
+}
+
+// quantizeF16 records quantize_f16 into dst of dstBytes: row after row
+// with blocked 0, else in blocks of 16 for blocked rows.
+func (k *Kernels) quantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K, blocked int, dstBytes int64) error {
+	if err := positive("quantize_f16", n, K); err != nil {
+		return err
+	}
 	if err := need("quantize_f16 x", x, f32(n*K)); err != nil {
 		return err
 	}
-	if err := need("quantize_f16 dst", dst, F16BlockedBytes(cols, K)); err != nil {
+	if err := need("quantize_f16 dst", dst, dstBytes); err != nil {
 		return err
 	}
 	if err := vec4Aligned("quantize_f16", x, dst); err != nil {
@@ -269,7 +257,7 @@ func (k *Kernels) QuantizeF16Blocked(s *vk.Sequence, dst, x vk.Binding, n, K, co
 		return err
 	}
 	gx, gy := k.grid(n)
-	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K), uint32(cols)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K), uint32(blocked)), gx, gy, 1)
 	return nil
 }
 
@@ -297,7 +285,7 @@ func (k *Kernels) MatMulCoop(s *vk.Sequence, dst, w, xh vk.Binding, t quant.Type
 	if err := k.CheckCoopTile(tile, t); err != nil {
 		return err
 	}
-	if err := coopAligned("matmul_coopmat", w, xh); err != nil {
+	if err := coopAligned("matmul_coopmat", t, w, xh); err != nil {
 		return err
 	}
 	return k.dispatchTiles(s, "matmul_coopmat", k.MatMulCoopSpec(t, tile), dst, w, xh, t, n, rows, K, rb, tile.BM, tile.BN)
@@ -318,9 +306,14 @@ func (k *Kernels) coopReady(name string, t quant.Type) error {
 // coopAligned reports whether the f16 products can bind weights w and
 // activations xh where they are: the shaders read the weights in 4-byte
 // words and the activations in 16-byte ones.
-func coopAligned(name string, w, xh vk.Binding) error {
+func coopAligned(name string, t quant.Type, w, xh vk.Binding) error {
 	if w.Off%4 != 0 || xh.Off%16 != 0 {
 		return fmt.Errorf("kernels: %s: weights at offset %d, activations at %d: need multiples of 4 and 16", name, w.Off, xh.Off)
+	}
+	// dequant.glsl's DQ_WIDE loads a Q4_K or Q5_K block's header as one
+	// 16-byte word.
+	if (t == quant.Q4_K || t == quant.Q5_K) && w.Off%16 != 0 {
+		return fmt.Errorf("kernels: %s: %s weights at offset %d: need a multiple of 16", name, t, w.Off)
 	}
 	return nil
 }
@@ -428,7 +421,7 @@ func (k *Kernels) MatMulCoopSplit(s *vk.Sequence, part, w, xh vk.Binding, t quan
 	if err := k.CheckCoopTile(tile, t); err != nil {
 		return err
 	}
-	if err := coopAligned("matmul_coopmat", w, xh); err != nil {
+	if err := coopAligned("matmul_coopmat", t, w, xh); err != nil {
 		return err
 	}
 	p, err := k.pipeline(k.MatMulCoopSplitSpec(t, tile, splits))

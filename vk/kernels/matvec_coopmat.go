@@ -165,11 +165,8 @@ func (k *Kernels) matVecCoop(s *vk.Sequence, dst, w, xh vk.Binding, r *vk.Bindin
 	if err != nil {
 		return err
 	}
-	if err := coopAligned("matvec_coopmat", w, xh); err != nil {
+	if err := coopAligned("matvec_coopmat", t, w, xh); err != nil {
 		return err
-	}
-	if (t == quant.Q4_K || t == quant.Q5_K) && w.Off%16 != 0 {
-		return fmt.Errorf("kernels: matvec_coopmat: %s weights at offset %d: need a multiple of 16", t, w.Off)
 	}
 	var res vk.Binding
 	if r != nil {

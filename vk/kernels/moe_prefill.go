@@ -224,7 +224,7 @@ func (k *Kernels) MatMulCoopID(seq *vk.Sequence, dst, w, xh vk.Binding, s Sorted
 	if err := k.checkCoopTileID(tile, t); err != nil {
 		return err
 	}
-	if err := coopAligned(name, w, xh); err != nil {
+	if err := coopAligned(name, t, w, xh); err != nil {
 		return err
 	}
 	return k.dispatchID(seq, k.MatMulCoopIDSpec(t, tile), dst, w, xh, s, t, xRows, rows, K, rb, xdiv, tile.BM)
