@@ -337,15 +337,20 @@ func asksCoopMat(s string) bool { return s == "on" || s == "int8" }
 
 // describeProducts says what the engine's matrix products run on: the
 // activations they take and, in prefill, cooperative matrices (which shape,
-// at which subgroup size) or the scalar kernels and why.
+// at which subgroup size, whether narrow batches take them) or the scalar
+// kernels and why.
 func describeProducts(e *engine.Engine) string {
 	s := describeIntDot(e.IntDot())
 	c := e.CoopMat()
+	narrow := ""
+	if e.NarrowCoop() {
+		narrow = "; batches of 9 to 64 sequences on them too (matvec_coopmat)"
+	}
 	switch {
 	case c.On() && e.CoopInt8():
-		return fmt.Sprintf("%s; prefill on cooperative matrices: %s, quantized weights on 8-bit activations and int8 fragments", s, c)
+		return fmt.Sprintf("%s; prefill on cooperative matrices: %s, quantized weights on 8-bit activations and int8 fragments%s", s, c, narrow)
 	case c.On():
-		return fmt.Sprintf("%s; prefill on cooperative matrices: %s", s, c)
+		return fmt.Sprintf("%s; prefill on cooperative matrices: %s%s", s, c, narrow)
 	case c.Reason != "":
 		return fmt.Sprintf("%s; no cooperative matrices: %s %s", s, e.Device().Info().Name, c.Reason)
 	}

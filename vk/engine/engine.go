@@ -178,6 +178,11 @@ func (e *Engine) CoopMat() coopmat.Choice { return e.k.CoopMat }
 // the integer cooperative-matrix variant (Options.CoopInt8).
 func (e *Engine) CoopInt8() bool { return e.k.CoopInt8 }
 
+// NarrowCoop reports whether the products of 9 to 64 columns run on
+// matvec_coopmat (Options.NarrowCoop, on devices whose products take the
+// matrix units).
+func (e *Engine) NarrowCoop() bool { return e.k.NarrowCoop && e.k.CoopMat.On() }
+
 // MatVecWave is the subgroup size the matrix-vector products require (of
 // f32 and of 8-bit activations), 0 for the driver's choice.
 func (e *Engine) MatVecWave() (f32, q8 int) { return e.k.MatVec.Wave, e.k.MatVecQ8.Wave }
