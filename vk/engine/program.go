@@ -361,13 +361,13 @@ func (p *program) productCoop(d, m, a, r *tensor) {
 	} else {
 		p.refresh(c, a, p.e.k.QuantizeF16)
 	}
-	if r != nil && p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
+	if r != nil && narrow {
 		p.op(bindings(m.b, c.b, r.b), bindings(d.b), func() error {
 			return p.e.k.MatVecCoopAdd(p.seq, d.b, m.b, c.b, r.b, m.typ, a.rows, m.rows, m.cols)
 		})
 		return
 	}
-	if p.e.k.UseMatVecCoop(m.typ, a.rows, a.cols) {
+	if narrow {
 		p.op(bindings(m.b, c.b), bindings(d.b), func() error {
 			return p.e.k.CoopProduct(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols)
 		})

@@ -57,9 +57,10 @@ func (k *Kernels) matVecCoopUnit(t quant.Type) int {
 // MatVecCoopFor is the built-in shape for a rows x K matrix of type t and
 // n columns: 16-row blocks (one fragment: the most blocks to spread the
 // stream over; 32-row blocks in 64-value steps past 32 columns, where the
-// weights' type allows, on 32-wide subgroups of the matrix units), 128-value steps where K allows (64 in the
-// emulation, whose lanes hold four times the pieces), all columns in one workgroup row up
-// to matVecCoopFrags fragments, and Split doubled until the matrix has
+// weights' type allows, on 32-wide subgroups of the matrix units),
+// 128-value steps where K allows (64 in the emulation, whose lanes hold
+// four times the pieces), all columns in one workgroup row up to
+// matVecCoopFrags fragments, and Split doubled until the matrix has
 // eight subgroups per compute unit or K runs out of steps: the k and v
 // projections' 1024 rows are 64 blocks, a tenth of what an H200 streams
 // with.
