@@ -40,6 +40,7 @@ func benchCmd(args []string) error {
 	fs.IntVarP(&c.Threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&lo.tune, "tune-profile", "", tuneProfileUsage)
 	fs.StringVar(&lo.intDot, "int-dot", "auto", intDotUsage)
+	fs.StringVar(&lo.narrowCoop, "narrow-coop", "auto", narrowCoopUsage)
 	fs.StringSliceVar(&coops, "coopmat", []string{"auto"}, coopMatUsage+" (a comma list: each is measured, in a column of its own)")
 	fs.StringVarP(&output, "output", "o", "md", "output format: "+strings.Join(bench.Formats, ", "))
 	fs.BoolVar(&c.Progress, "progress", false, "print each step on stderr")
@@ -81,6 +82,9 @@ func benchCmd(args []string) error {
 	}
 	if lo.backend == "cpu" && (len(c.Waves) != 1 || c.Waves[0] != 0) {
 		return fmt.Errorf("--wave: the CPU backend has no wave; it applies to --backend vulkan")
+	}
+	if _, err := parseOnOffAuto("--narrow-coop", lo.narrowCoop); err != nil {
+		return err
 	}
 	if _, err := parseIntDot(lo.intDot); err != nil {
 		return err
