@@ -10,9 +10,9 @@
 // With blocked > 0 (matvec_coopmat's layout) the values go in blocks of 16
 // along K instead: value k of row r at ((k/16)*blocked + r)*16 + k%16, so
 // that a 16x16 fragment of 16 rows is 512 contiguous bytes, four cache
-// lines, where a fragment of whole rows touches sixteen; blocked (a
-// multiple of 16, at least rows) is the rows the layout holds, and the
-// scales follow its blocked*cols values.
+// lines, where a fragment of whole rows touches sixteen; blocked (at
+// least rows) is the rows the layout holds, and the scales follow its
+// blocked*cols values.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require

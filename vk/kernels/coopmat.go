@@ -225,14 +225,14 @@ func F16BlockedBytes(cols, K int) int64 { return 2*int64(cols)*int64(K) + f32(co
 // QuantizeF16Blocked rounds n rows of K f32 activations as QuantizeF16
 // does into the blocked layout matvec_coopmat reads: value k of row r at
 // half ((k/16)·cols + r)·16 + k%16, then the scales of all cols rows. cols
-// (at least n, a multiple of 16) is the rows the layout holds; those past
-// n are never written. K is a multiple of 16.
+// (at least n) is the rows the layout holds; those past n are never
+// written. K is a multiple of 16.
 func (k *Kernels) QuantizeF16Blocked(s *vk.Sequence, dst, x vk.Binding, n, K, cols int) error {
 	if K%16 != 0 {
 		return fmt.Errorf("kernels: quantize_f16: blocked rows of %d values: need a multiple of 16", K)
 	}
-	if cols < n || cols%16 != 0 {
-		return fmt.Errorf("kernels: quantize_f16: a blocked layout of %d rows for %d: need a multiple of 16, at least the rows", cols, n)
+	if cols < n {
+		return fmt.Errorf("kernels: quantize_f16: a blocked layout of %d rows for %d: need at least the rows", cols, n)
 	}
 	return k.quantizeF16(s, dst, x, n, K, cols, F16BlockedBytes(cols, K))
 }

@@ -68,6 +68,8 @@ func TestMatVecCoop(t *testing.T) {
 		t.Run(name+"/16x8x16", func(t *testing.T) {
 			testMatVecCoop(t, k, quant.Q6_K, matCase{rows: 255, K: 512, n: 33}, k.MatVecCoopFor(quant.Q6_K, 33, 255, 512), 1)
 			testMatVecCoop(t, k, quant.BF16, matCase{rows: 9, K: 64, n: 64}, k.MatVecCoopFor(quant.BF16, 64, 9, 64), 1)
+			// 20 columns: three 8-wide fragments, an activation copy of 24.
+			testMatVecCoop(t, k, quant.Q4_K, matCase{rows: 40, K: 256, n: 20}, k.MatVecCoopFor(quant.Q4_K, 20, 40, 256), 1)
 		})
 	}
 }
