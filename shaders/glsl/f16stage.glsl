@@ -14,13 +14,13 @@
 #ifdef COOPMAT_EMULATE
 shared f16vec4 shA[STAGE_VEC4S];
 
-// stage4 writes the 4 values v at place i.
-void stage4(uint i, vec4 v) { shA[i] = f16vec4(v); }
+// stage4 writes the 4 halves h (h.x's low half first) at place i.
+void stage4(uint i, uvec2 h) { shA[i] = f16vec4(unpackFloat2x16(h.x), unpackFloat2x16(h.y)); }
 
-// stage8 writes the 8 values v0, v1 at places i, i+1; i is even.
-void stage8(uint i, vec4 v0, vec4 v1) {
-    shA[i] = f16vec4(v0);
-    shA[i + 1u] = f16vec4(v1);
+// stage8 writes the 8 halves h0, h1 at places i, i+1; i is even.
+void stage8(uint i, uvec2 h0, uvec2 h1) {
+    stage4(i, h0);
+    stage4(i + 1u, h1);
 }
 
 // LOAD_STAGE loads fragment a from place off, rows stride apart.
@@ -28,32 +28,114 @@ void stage8(uint i, vec4 v0, vec4 v1) {
 #else
 shared uvec4 shA[STAGE_VEC4S / 2u];
 
-uvec2 halves4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
-
-void stage4(uint i, vec4 v) {
+void stage4(uint i, uvec2 h) {
     if ((i & 1u) == 0u) {
-        shA[i >> 1].xy = halves4(v);
+        shA[i >> 1].xy = h;
     } else {
-        shA[i >> 1].zw = halves4(v);
+        shA[i >> 1].zw = h;
     }
 }
 
-void stage8(uint i, vec4 v0, vec4 v1) { shA[i >> 1] = uvec4(halves4(v0), halves4(v1)); }
+void stage8(uint i, uvec2 h0, uvec2 h1) { shA[i >> 1] = uvec4(h0, h1); }
 
 #define LOAD_STAGE(a, off, stride) coopMatLoad(a, shA, (off) / 2u, (stride) / 2u, gl_CooperativeMatrixLayoutRowMajor)
 #endif
 
-// stagePiece writes a decoded 16-value piece (v, piece p of its block, as
-// dq_piece or dq_k_decode return it) whose block starts at place-in-halves
-// b: two 16-byte stores where the piece is two runs of 8 (Q4_K, Q5_K;
-// b is then a multiple of 8), else one store a vec4 (dq_off).
-void stagePiece(uint b, uint p, vec4 v[4]) {
+// Pieces reach the stage as packed halves: uvec2 h[4], h[i] the 4 values
+// that dq_piece's v[i] holds, the first in the low half of h[i].x.
+//
+// The K-quants decode in f16 arithmetic, two values an instruction, where
+// dq_piece's f32 path spends a conversion to float, a subtraction and a
+// multiply-add per value and then a conversion to f16 per two: a quant q
+// of at most 10 bits becomes the half 1024 + q by an or into its mantissa,
+// subtracting 1024 (plus an offset) from it is exact, and one multiply-add
+// with the group's scale and min, rounded to f16 once, is the weight. The
+// scale and min are rounded to f16 first, which adds an error of the
+// order of the stage's own rounding (both are 2^-11 relative).
+uvec2 halves4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+
+// h_quants returns the 4 bytes of w (each below 1024 as a value) as the
+// halves 1024 + byte, in order.
+uvec2 h_quants(uint w) {
+    uint e0 = w & 0x00FF00FFu, e1 = (w >> 8) & 0x00FF00FFu;
+    return uvec2((e0 & 0xFFFFu) | (e1 << 16), (e0 >> 16) | (e1 & 0xFFFF0000u)) | 0x64006400u;
+}
+
+// h_affine returns a * (x - off) + c for the halves of x.
+uvec2 h_affine(uvec2 x, float16_t off, float16_t a, float16_t c) {
+    f16vec2 av = f16vec2(a), cv = f16vec2(c), ov = f16vec2(off);
+    return uvec2(packFloat2x16(fma(unpackFloat2x16(x.x) - ov, av, cv)),
+                 packFloat2x16(fma(unpackFloat2x16(x.y) - ov, av, cv)));
+}
+
+// dq_k_decode_h is dq_k_decode in halves.
+void dq_k_decode_h(KRaw r, uint p, out uvec2 h[4]) {
+    vec2 dm = unpackHalf2x16(r.hd.x);
+    uint j = p >> 2;
+    vec2 sm0 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j);
+    vec2 sm1 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j + 1u);
+    float16_t a0 = float16_t(dm.x * sm0.x), c0 = float16_t(-dm.y * sm0.y);
+    float16_t a1 = float16_t(dm.x * sm1.x), c1 = float16_t(-dm.y * sm1.y);
+    uint l0 = r.qs.x & 0x0F0F0F0Fu, l1 = r.qs.y & 0x0F0F0F0Fu;
+    uint h0 = (r.qs.x >> 4) & 0x0F0F0F0Fu, h1 = (r.qs.y >> 4) & 0x0F0F0F0Fu;
+    if (QTYPE == T_Q5_K) {
+        // Bit 2j (low nibbles) and 2j+1 (high nibbles) of qh[l] are the
+        // fifth bits.
+        l0 |= ((r.qh.x >> (2u * j)) & 0x01010101u) << 4;
+        l1 |= ((r.qh.y >> (2u * j)) & 0x01010101u) << 4;
+        h0 |= ((r.qh.x >> (2u * j + 1u)) & 0x01010101u) << 4;
+        h1 |= ((r.qh.y >> (2u * j + 1u)) & 0x01010101u) << 4;
+    }
+    const float16_t off = float16_t(1024.0);
+    h[0] = h_affine(h_quants(l0), off, a0, c0);
+    h[1] = h_affine(h_quants(l1), off, a0, c0);
+    h[2] = h_affine(h_quants(h0), off, a1, c1);
+    h[3] = h_affine(h_quants(h1), off, a1, c1);
+}
+
+// dq_piece_h is dq_piece in halves: Q4_K, Q5_K and Q6_K decode in f16
+// arithmetic, the other types through dq_piece's floats.
+void dq_piece_h(uint b, uint p, uint lim, out uvec2 h[4]) {
     if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
-        stage8((b + dq_off(p, 0u)) / 4u, v[0], v[1]);
-        stage8((b + dq_off(p, 2u)) / 4u, v[2], v[3]);
+        dq_k_decode_h(dq_k_fetch(b, p), p, h);
+    } else if (QTYPE == T_Q6_K) {
+        // As dq_piece: ql[128] at 0, qh[64] at 128, int8 scales[16] at
+        // 192, d at 208; quants of 6 bits less 32.
+        uint hf = p >> 3, g = p & 7u;
+        uint qa = dq_word(b + 64u * hf + 4u * g);
+        uint qb = dq_word(b + 64u * hf + 32u + 4u * g);
+        uint qh = dq_word(b + 128u + 32u * hf + 4u * g);
+        float d = dq_half(b + 208u);
+        uint q[4] = uint[4](
+            (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4),
+            (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4),
+            ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4),
+            ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4));
+        for (uint i = 0u; i < 4u; i++) {
+            uint sb = b + 192u + 8u * hf + (g >> 2) + 2u * i;
+            float sc = float(bitfieldExtract(int(W[sb >> 2]), int((sb & 3u) * 8u), 8));
+            h[i] = h_affine(h_quants(q[i]), float16_t(1056.0), float16_t(d * sc), float16_t(0.0));
+        }
+    } else {
+        vec4 v[4];
+        dq_piece(b, p, lim, v);
+        for (uint i = 0u; i < 4u; i++) {
+            h[i] = halves4(v[i]);
+        }
+    }
+}
+
+// stagePiece writes a decoded 16-value piece (h, piece p of its block, as
+// dq_piece_h or dq_k_decode_h return it) whose block starts at
+// place-in-halves b: two 16-byte stores where the piece is two runs of 8
+// (Q4_K, Q5_K; b is then a multiple of 8), else one store a vec4 (dq_off).
+void stagePiece(uint b, uint p, uvec2 h[4]) {
+    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
+        stage8((b + dq_off(p, 0u)) / 4u, h[0], h[1]);
+        stage8((b + dq_off(p, 2u)) / 4u, h[2], h[3]);
     } else {
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            stage4((b + dq_off(p, i)) / 4u, v[i]);
+            stage4((b + dq_off(p, i)) / 4u, h[i]);
         }
     }
 }

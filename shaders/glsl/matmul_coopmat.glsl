@@ -122,11 +122,11 @@ void loadA(uint m0, uint k0) {
     for (uint it = gl_LocalInvocationIndex; it < BM * PA; it += WG) {
         uint r = it / PA, k = k0 + 16u * (it % PA);
         uint blk = k / QK, p = (k % QK) / 16u;
-        vec4 v[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
+        uvec2 h[4] = uvec2[4](uvec2(0u), uvec2(0u), uvec2(0u), uvec2(0u));
         if (m0 + r < pc.M && k < pc.K) {
-            dq_piece(WROW(m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, v);
+            dq_piece_h(WROW(m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, h);
         }
-        stagePiece(4u * r * SA + blk * QK - k0, p, v); // in halves
+        stagePiece(4u * r * SA + blk * QK - k0, p, h); // in halves
     }
 }
 
@@ -158,9 +158,9 @@ void decodeA(uint k0) {
         if (it < BM * PA) {
             uint r = it / PA, k = k0 + 16u * (it % PA);
             uint blk = k / QK, p = (k % QK) / 16u;
-            vec4 v[4];
-            dq_k_decode(araw[j], p, v);
-            stagePiece(4u * r * SA + blk * QK - k0, p, v);
+            uvec2 h[4];
+            dq_k_decode_h(araw[j], p, h);
+            stagePiece(4u * r * SA + blk * QK - k0, p, h);
         }
     }
 }

@@ -148,13 +148,13 @@ void fetchA(uint lane, uint m0, uint k0) {
     }
 }
 
-// storeA writes a decoded piece (v, of piece p of its block) of block row
+// storeA writes a decoded piece (h, of piece p of its block) of block row
 // r at step offset q into the subgroup's stage.
-void storeA(uint base, uint r, uint q, uint p, vec4 v[4]) {
+void storeA(uint base, uint r, uint q, uint p, uvec2 h[4]) {
     // The piece's block starts q - 16p values into the step (before it,
     // where a step is part of a block: the unsigned sum wraps back), and
     // dq_off places each vec4 within the block.
-    stagePiece(4u * (base + r * SA) + q - 16u * p, p, v);
+    stagePiece(4u * (base + r * SA) + q - 16u * p, p, h);
 }
 
 void decodeA(uint lane, uint base, uint m0, uint k0) {
@@ -163,13 +163,13 @@ void decodeA(uint lane, uint base, uint m0, uint k0) {
         if (pieceAt(lane, j, r, q)) {
             uint k = k0 + q;
             uint p = (k % QK) / 16u;
-            vec4 v[4];
+            uvec2 h[4];
             if (PREFETCH) {
-                dq_k_decode(araw[j], p, v);
+                dq_k_decode_h(araw[j], p, h);
             } else {
-                dq_piece(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, p, pc.K - (k / QK) * QK, v);
+                dq_piece_h(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, p, pc.K - (k / QK) * QK, h);
             }
-            storeA(base, r, q, p, v);
+            storeA(base, r, q, p, h);
         }
     }
 }
