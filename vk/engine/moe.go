@@ -314,7 +314,7 @@ func (o *planOps) MatMulID(dst, w, x, ids backend.Tensor) {
 	what := fmt.Sprintf("%d experts of %dx%d %s", experts, d.cols, m.cols, m.typ)
 	switch {
 	case k.UseCoop(m.typ, a.rows, a.cols):
-		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		o.f16Round(a, false)
 		tile := k.MoECoopTile(m.typ)
 		o.add(fmt.Sprintf("matmul_coopmat_id %s %s", what, tile), 0, k.MatMulCoopIDSpec(m.typ, tile))
 	case k.UseQ8(m.typ):

@@ -101,7 +101,7 @@ func (pl *Plan) record(n int, rows bool, build func(backend.Ops)) (backend.Progr
 	case n == 1:
 		kind = "decode"
 	}
-	o := &planOps{pl: pl, n: n, rows: rows, kind: kind, q8: map[*tensor]bool{}, routed: map[*tensor]int{}}
+	o := &planOps{pl: pl, n: n, rows: rows, kind: kind, q8: map[*tensor]bool{}, f16: map[f16Key]bool{}, routed: map[*tensor]int{}}
 	o.fz = pl.e.fuser(n, func(a, b *tensor) bool { return true })
 	build(o)
 	o.flush()
@@ -135,7 +135,9 @@ type planOps struct {
 	kind string
 	// q8 holds the activations that have an 8-bit copy and whether it
 	// holds their current values (program.q8).
-	q8   map[*tensor]bool
+	q8 map[*tensor]bool
+	// f16 likewise holds the f16 copies (program.f16, f16b).
+	f16  map[f16Key]bool
 	prod *tensor // program.prod
 	fz   fuser   // program.fz; a plan's weights have no buffers, and the
 	// arena keeps a stack's in one (Engine.Weight)
@@ -159,11 +161,39 @@ func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
 	o.pl.list = append(o.pl.list, Pipeline{Kind: o.kind, Op: op, Wave: wave, Spec: s})
 }
 
-// wrote marks the 8-bit copy of t stale, as program.op does for a write.
+// f16Key names an activation's f16 copy in one layout: blocked, as
+// matvec_coopmat reads it, or row after row.
+type f16Key struct {
+	t       *tensor
+	blocked bool
+}
+
+// wrote marks the 8-bit and f16 copies of t stale, as program.op does for
+// a write.
 func (o *planOps) wrote(t *tensor) {
 	if _, ok := o.q8[t]; ok {
 		o.q8[t] = false
 	}
+	delete(o.f16, f16Key{t, false})
+	delete(o.f16, f16Key{t, true})
+}
+
+// f16Round lists the rounding of a into the f16 copy a product reads
+// (program.refresh), unless a kernel filled it since a's last write.
+func (o *planOps) f16Round(a *tensor, blocked bool) {
+	if key := (f16Key{a, blocked}); !o.f16[key] {
+		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, o.pl.e.k.QuantizeF16Spec(a.cols))
+		o.f16[key] = true
+	}
+}
+
+// f16Out is program.f16Out: whether a kernel writing t writes its f16
+// copy too, which it then registers (after wrote).
+func (o *planOps) f16Out(t *tensor) bool { return f16Able(o.pl.e.k, t) }
+
+// filledF16 registers the f16 copy of t that a kernel wrote with it.
+func (o *planOps) filledF16(t *tensor) {
+	o.f16[f16Key{t, o.pl.e.k.CoopXBlocked(t.rows, t.cols) != 0}] = true
 }
 
 // q8Out is program.q8Out: whether a kernel writing t writes its 8-bit
@@ -194,6 +224,13 @@ func (o *planOps) Embed(dst, table backend.Tensor) {
 func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	o.flush()
 	d := act(dst)
+	if o.f16Out(d) {
+		o.add(fmt.Sprintf("rms_norm %d +f16", d.cols), 0, o.pl.e.k.RMSNormF16Spec(d.cols))
+		o.norm = &normed{dst: d, x: act(x), w: act(w), eps: eps}
+		o.wrote(d)
+		o.filledF16(d)
+		return
+	}
 	q8 := o.q8Out(d)
 	op := fmt.Sprintf("rms_norm %d", d.cols)
 	if q8 {
@@ -238,7 +275,7 @@ func (o *planOps) matMul(d, m, a *tensor) {
 		tile := k.CoopInt8TileForShape(m.typ, m.rows, a.rows)
 		o.add(fmt.Sprintf("matmul_coopmat_i8 %s %s", matrix(m), tile), 0, k.MatMulCoopInt8Spec(m.typ, tile))
 	case k.UseCoop(m.typ, a.rows, a.cols):
-		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		o.f16Round(a, k.UseMatVecCoop(m.typ, a.rows, a.cols))
 		if k.UseMatVecCoop(m.typ, a.rows, a.cols) {
 			ps, kernel, shape := k.CoopProductSpec(m.typ, a.rows, m.rows, m.cols)
 			o.add(fmt.Sprintf("%s %s %s", kernel, matrix(m), shape), 0, ps)
@@ -289,11 +326,11 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 	k := o.pl.e.k
 	switch {
 	case k.UseMatVecCoop(m.typ, a.rows, a.cols):
-		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		o.f16Round(a, true)
 		sh := k.MatVecCoopFor(m.typ, a.rows, m.rows, m.cols)
 		o.add(fmt.Sprintf("matvec_coopmat %s %s +residual", matrix(m), sh), 0, k.MatVecCoopSpec(m.typ, sh, true))
 	case o.splitAdds(m, a):
-		o.add(fmt.Sprintf("quantize_f16 %d", a.cols), 0, k.QuantizeF16Spec())
+		o.f16Round(a, false)
 		o.coopTiles(m, a, true)
 	case !k.MatVecTakes(a.rows):
 		if o.prod == nil || o.prod.rows != d.rows || o.prod.cols != d.cols {
@@ -484,6 +521,12 @@ func (o *planOps) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 		return
 	}
 	o.flush()
+	if o.f16Out(d) && a.rows == d.rows && u.rows == d.rows {
+		o.add(fmt.Sprintf("%s %d +f16", g, d.cols), 0, o.pl.e.k.GatedF16Spec(g, d.cols))
+		o.wrote(d)
+		o.filledF16(d)
+		return
+	}
 	q8 := o.q8Out(d) && q8Able(a) && q8Able(u)
 	o.wrote(d)
 	if q8 {

@@ -202,6 +202,15 @@ func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	p.flush()
 	d, a, g := act(dst), act(x), act(w)
 	defer func() { p.norm = &normed{dst: d, x: a, w: g, eps: eps} }()
+	if c, blocked := p.f16Out(d); c != nil {
+		// The result feeds products on the matrix units, which will want
+		// it in f16; the norm writes that copy as well.
+		p.op(bindings(a.b, g.b), bindings(d.b, c.b), func() error {
+			return p.e.k.RMSNormF16(p.seq, c.b, d.b, a.b, g.b, d.rows, d.cols, blocked, eps)
+		})
+		c.fresh = true
+		return
+	}
 	if c := p.q8Out(d); c != nil {
 		// The result feeds products, which will want it in 8 bits; the
 		// norm writes that copy as well.
@@ -427,6 +436,26 @@ func (p *program) q8Out(t *tensor) *actCopy {
 	return p.q8Copy(t)
 }
 
+// f16Out returns the f16 copy a kernel writing activation t should fill
+// as it goes, and its layout (kernels.CoopXBlocked: the rows of the
+// blocked layout, 0 for row after row), or nil where no
+// cooperative-matrix product reads t in f16, or the kernels cannot write
+// it (rows of whole 16-value blocks at a vec4 offset). A product whose
+// kernel reads the other layout rounds t itself (productCoop).
+func (p *program) f16Out(t *tensor) (*actCopy, int) {
+	if !f16Able(p.e.k, t) {
+		return nil, 0
+	}
+	blocked := p.e.k.CoopXBlocked(t.rows, t.cols)
+	return p.f16Copy(t, blocked != 0), blocked
+}
+
+// f16Able says whether kernels writing activation t write its f16 copy
+// for the cooperative-matrix products too (program.f16Out).
+func f16Able(k *kernels.Kernels, t *tensor) bool {
+	return coopF16Takes(k, t) && t.cols%16 == 0 && t.b.Off%16 == 0
+}
+
 // coopF16Takes says whether the cooperative-matrix products take
 // activation t in f16, so that no product reads an 8-bit copy of it.
 func coopF16Takes(k *kernels.Kernels, t *tensor) bool {
@@ -626,6 +655,14 @@ func (p *program) gated(g kernels.GLU, dst, gate, up backend.Tensor) {
 		return
 	}
 	p.flush()
+	if c, blocked := p.f16Out(d); c != nil && a.b.Off%16 == 0 && u.b.Off%16 == 0 && a.rows == d.rows && u.rows == d.rows {
+		// The result feeds the down projection on the matrix units, in f16.
+		p.op(bindings(a.b, u.b), bindings(d.b, c.b), func() error {
+			return p.e.k.GatedF16(p.seq, g, c.b, d.b, a.b, u.b, d.rows, d.cols, blocked)
+		})
+		c.fresh = true
+		return
+	}
 	if c := p.q8Out(d); c != nil && q8Able(a) && q8Able(u) {
 		// The result feeds the down projection, in 8 bits.
 		p.op(bindings(a.b, u.b), bindings(d.b, c.b), func() error {

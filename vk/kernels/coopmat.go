@@ -211,10 +211,7 @@ func F16Bytes(n, K int) int64 { return 2*int64(n)*int64(K) + f32(n) }
 // multiple of 8) to f16 with a power-of-two scale per row
 // (quantize_f16.comp), into dst.
 func (k *Kernels) QuantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
-	if K%8 != 0 {
-		return fmt.Errorf("kernels: quantize_f16: rows of %d values: need a multiple of 8", K)
-	}
-	return k.quantizeF16(s, dst, x, n, K, 0, F16Bytes(n, K))
+	return k.quantizeF16(s, q8Copy, dst, x, nil, nil, n, K, 0, 0)
 }
 
 // F16BlockedBytes is the size of QuantizeF16Blocked's layout of cols
@@ -228,20 +225,56 @@ func F16BlockedBytes(cols, K int) int64 { return 2*int64(cols)*int64(K) + f32(co
 // (at least n) is the rows the layout holds; those past n are never
 // written. K is a multiple of 16.
 func (k *Kernels) QuantizeF16Blocked(s *vk.Sequence, dst, x vk.Binding, n, K, cols int) error {
-	if K%16 != 0 {
-		return fmt.Errorf("kernels: quantize_f16: blocked rows of %d values: need a multiple of 16", K)
-	}
-	if cols < n {
-		return fmt.Errorf("kernels: quantize_f16: a blocked layout of %d rows for %d: need at least the rows", cols, n)
-	}
-	return k.quantizeF16(s, dst, x, n, K, cols, F16BlockedBytes(cols, K))
+	return k.quantizeF16(s, q8Copy, dst, x, nil, nil, n, K, cols, 0)
 }
 
-// quantizeF16 records quantize_f16 into dst of dstBytes: row after row
-// with blocked 0, else in blocks of 16 for blocked rows.
-func (k *Kernels) quantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K, blocked int, dstBytes int64) error {
+// RMSNormF16 is RMSNorm (out = x / sqrt(mean(x^2) + eps) * w, row by
+// row; out may be x) that also writes its result's f16 copy to dst, as
+// QuantizeF16 (blocked 0) or QuantizeF16Blocked (blocked rows) would:
+// the norm before the cooperative-matrix products, in one dispatch.
+func (k *Kernels) RMSNormF16(s *vk.Sequence, dst, out, x, w vk.Binding, n, K, blocked int, eps float32) error {
+	if err := need("rms_norm weights", w, f32(K)); err != nil {
+		return err
+	}
+	return k.quantizeF16(s, f16Norm, dst, x, &w, &out, n, K, blocked, eps)
+}
+
+// GatedF16 is Gated (out = act(gate) * up, n rows of K) that also writes
+// the result's f16 copy to dst, as RMSNormF16 does: the gated activation
+// before the down projection on the matrix units, in one dispatch.
+func (k *Kernels) GatedF16(s *vk.Sequence, g GLU, dst, out, gate, up vk.Binding, n, K, blocked int) error {
+	if err := g.check(); err != nil {
+		return err
+	}
+	if err := need("gated up", up, f32(n*K)); err != nil {
+		return err
+	}
+	return k.quantizeF16(s, g.q8Op(), dst, gate, &up, &out, n, K, blocked, 0)
+}
+
+// Operations of quantize_f16.comp besides the plain rounding (its OP
+// specialization constant); the gated ones are quantize_q8's (q8Op).
+const f16Norm = 3
+
+// quantizeF16 records quantize_f16 with operation op (y and out nil for
+// the plain rounding) into dst: row after row with blocked 0, else in
+// blocks of 16 for blocked rows.
+func (k *Kernels) quantizeF16(s *vk.Sequence, op uint32, dst, x vk.Binding, y, out *vk.Binding, n, K, blocked int, eps float32) error {
 	if err := positive("quantize_f16", n, K); err != nil {
 		return err
+	}
+	if blocked == 0 && K%8 != 0 {
+		return fmt.Errorf("kernels: quantize_f16: rows of %d values: need a multiple of 8", K)
+	}
+	if blocked != 0 && K%16 != 0 {
+		return fmt.Errorf("kernels: quantize_f16: blocked rows of %d values: need a multiple of 16", K)
+	}
+	if blocked != 0 && blocked < n {
+		return fmt.Errorf("kernels: quantize_f16: a blocked layout of %d rows for %d: need at least the rows", blocked, n)
+	}
+	dstBytes := F16Bytes(n, K)
+	if blocked != 0 {
+		dstBytes = F16BlockedBytes(blocked, K)
 	}
 	if err := need("quantize_f16 x", x, f32(n*K)); err != nil {
 		return err
@@ -249,21 +282,50 @@ func (k *Kernels) quantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K, blocked i
 	if err := need("quantize_f16 dst", dst, dstBytes); err != nil {
 		return err
 	}
-	if err := vec4Aligned("quantize_f16", x, dst); err != nil {
+	bs := []vk.Binding{dst, x}
+	if y != nil {
+		if err := need("quantize_f16 out", *out, f32(n*K)); err != nil {
+			return err
+		}
+		bs = append(bs, *y, *out)
+	} else {
+		in, err := k.unusedInput()
+		if err != nil {
+			return err
+		}
+		unused, err := k.unused()
+		if err != nil {
+			return err
+		}
+		bs = append(bs, in, unused)
+	}
+	if err := vec4Aligned("quantize_f16", bs...); err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.QuantizeF16Spec())
+	p, err := k.pipeline(k.quantizeF16Spec(op, K))
 	if err != nil {
 		return err
 	}
 	gx, gy := k.grid(n)
-	s.Dispatch(p, []vk.Binding{dst, x}, vk.Push(uint32(n), uint32(K), uint32(blocked)), gx, gy, 1)
+	s.Dispatch(p, bs, vk.Push(uint32(n), uint32(K), uint32(blocked), eps), gx, gy, 1)
 	return nil
 }
 
-// QuantizeF16Spec is the pipeline QuantizeF16 builds.
-func (k *Kernels) QuantizeF16Spec() vk.PipelineSpec {
-	return spec("quantize_f16", 2, 12, 0, Lanes, k.subgroups(Lanes))
+// QuantizeF16Spec is the pipeline QuantizeF16 builds for rows of K values.
+func (k *Kernels) QuantizeF16Spec(K int) vk.PipelineSpec { return k.quantizeF16Spec(q8Copy, K) }
+
+// RMSNormF16Spec is the pipeline RMSNormF16 builds for rows of K values.
+func (k *Kernels) RMSNormF16Spec(K int) vk.PipelineSpec { return k.quantizeF16Spec(f16Norm, K) }
+
+// GatedF16Spec is the pipeline GatedF16 builds for g on rows of K values.
+func (k *Kernels) GatedF16Spec(g GLU, K int) vk.PipelineSpec { return k.quantizeF16Spec(g.q8Op(), K) }
+
+// quantizeF16Spec sizes the workgroup, one a row, as the norm's: a lane
+// per 4 values up to 1024, so that the few rows of a batch of decoding
+// sequences are not each walked by 64 lanes one load after another.
+func (k *Kernels) quantizeF16Spec(op uint32, K int) vk.PipelineSpec {
+	lanes := min(k.info.MaxWorkgroupInvocations, normLanes, max(Lanes, ceil(K, 4*Lanes)*Lanes))
+	return spec("quantize_f16", 4, 16, 0, uint32(lanes), k.subgroups(lanes), op)
 }
 
 // MatMulCoop records dst = W·x on the matrix units for n columns of

@@ -144,6 +144,101 @@ func TestQuantizeF16Blocked(t *testing.T) {
 	})
 }
 
+// TestF16Ops checks the kernels that write an activation and its f16 copy
+// in one pass, the norm (in place too) and the gated activations, in both
+// layouts and on awkward shapes: the f32 result against float64 (as
+// TestRMSNorm and TestGatedQ8 bound it), and the copy bit for bit what
+// QuantizeF16 or QuantizeF16Blocked make of that result, past the copy's
+// rows untouched.
+func TestF16Ops(t *testing.T) {
+	k := setup(t)
+	const eps = 1e-5
+	for _, op := range []string{"norm", "norm in place", "swiglu", "geglu"} {
+		for _, c := range []struct{ n, K, blocked int }{{1, 16, 0}, {3, 4096, 0}, {2, 14336, 16}, {17, 80, 24}, {9, 4096, 16}} {
+			t.Run(fmt.Sprintf("%s/%dx%d/blocked%d", op, c.n, c.K, c.blocked), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(c.n), uint64(c.K+c.blocked)))
+				x, y := normals(r, c.n*c.K, 3), normals(r, c.n*c.K, 1)
+				for i := range x {
+					if i%89 == 3 && i/c.K%2 == 1 {
+						x[i] *= 1e5 // odd rows need a scale
+					}
+				}
+				if op == "norm in place" || op == "norm" {
+					y = y[:c.K]
+					for i := range y {
+						if i%53 == 1 {
+							y[i] *= 1e6 // and some columns beyond f16's range
+						}
+					}
+				}
+				xb, yb := floatBuffer(t, x), floatBuffer(t, y)
+				ob := xb
+				if op != "norm in place" {
+					ob = buffer(t, f32(c.n*c.K), nil)
+				}
+				size := F16Bytes(c.n, c.K)
+				if c.blocked != 0 {
+					size = F16BlockedBytes(c.blocked, c.K)
+				}
+				fill := bytes.Repeat([]byte{0xFF}, int(size))
+				hb, wantb := buffer(t, size, fill), buffer(t, size, fill)
+				run(t, func(s *vk.Sequence) error {
+					switch op {
+					case "swiglu":
+						return k.GatedF16(s, SwiGLU, whole(hb), whole(ob), whole(xb), whole(yb), c.n, c.K, c.blocked)
+					case "geglu":
+						return k.GatedF16(s, GeGLU, whole(hb), whole(ob), whole(xb), whole(yb), c.n, c.K, c.blocked)
+					}
+					return k.RMSNormF16(s, whole(hb), whole(ob), whole(xb), whole(yb), c.n, c.K, c.blocked, eps)
+				})
+				got := read(t, ob, 0, c.n*c.K)
+				var want, scale []float64
+				tol := 1e-5
+				if op == "swiglu" || op == "geglu" {
+					g := map[string]GLU{"swiglu": SwiGLU, "geglu": GeGLU}[op]
+					want, scale = make([]float64, len(got)), make([]float64, len(got))
+					for i, v := range x {
+						act, arg := gluRef(g, float64(v))
+						want[i] = act * float64(y[i])
+						scale[i] = max(math.Abs(want[i])*max(1, math.Abs(arg)/10), 1e-30)
+					}
+				} else {
+					want = rmsNormRef(x, y, c.n, c.K, eps)
+					scale = make([]float64, len(want))
+					for i, v := range want {
+						scale[i] = math.Abs(v)
+					}
+					tol = 1e-5 + 4*math.Sqrt(float64(c.K))*eps32
+				}
+				compare(t, "out", got, want, scale, tol)
+				// The copy: what the plain rounding makes of the result.
+				run(t, func(s *vk.Sequence) error {
+					if c.blocked != 0 {
+						return k.QuantizeF16Blocked(s, whole(wantb), whole(ob), c.n, c.K, c.blocked)
+					}
+					return k.QuantizeF16(s, whole(wantb), whole(ob), c.n, c.K)
+				})
+				if h, w := readBytes(t, hb), readBytes(t, wantb); !bytes.Equal(h, w) {
+					for i := 0; i < len(h); i += 2 {
+						if h[i] != w[i] || h[i+1] != w[i+1] {
+							t.Fatalf("the copy differs from the rounding of the result at byte %d of %d", i, len(h))
+						}
+					}
+				}
+			})
+		}
+	}
+	b := whole(buffer(t, 1<<16, nil))
+	expectRejected(t, []rejected{
+		{"norm: K not a multiple of 8", k.RMSNormF16(nil, b, b, b, b, 1, 12, 0, eps)},
+		{"norm: blocked K not a multiple of 16", k.RMSNormF16(nil, b, b, b, b, 1, 24, 16, eps)},
+		{"norm: short weights", k.RMSNormF16(nil, b, b, b, vk.Binding{Buf: b.Buf, Size: 60}, 1, 16, 0, eps)},
+		{"gated: fewer blocked rows than rows", k.GatedF16(nil, SwiGLU, b, b, b, b, 17, 16, 16)},
+		{"gated: unknown activation", k.GatedF16(nil, GLU(7), b, b, b, b, 1, 16, 0)},
+		{"gated: short output", k.GatedF16(nil, SwiGLU, b, vk.Binding{Buf: b.Buf, Size: 60}, b, b, 1, 16, 0)},
+	})
+}
+
 // coopKernels returns Kernels whose cooperative-matrix products run on the
 // emulation with fragments of shape sh (zero: the default), and, where the
 // device has the extension and sh is zero, Kernels on its matrix units with

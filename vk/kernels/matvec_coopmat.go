@@ -128,10 +128,21 @@ func (k *Kernels) MatVecCoopXBytes(sh MatVecCoopShape, n, K int) int64 {
 // engine's cooperative-matrix product of them (CoopProduct) reads, for
 // every weight type.
 func (k *Kernels) CoopXBytes(n, K int) int64 {
-	if !k.narrowCoop(n) {
-		return F16Bytes(n, K)
+	if b := k.CoopXBlocked(n, K); b != 0 {
+		return F16BlockedBytes(b, K)
 	}
-	return k.MatVecCoopXBytes(k.MatVecCoopFor(quant.Q4_K, n, 1, K), n, K)
+	return F16Bytes(n, K)
+}
+
+// CoopXBlocked is the rows of the blocked layout (QuantizeF16Blocked) in
+// which the engine's cooperative-matrix products of n columns of K values
+// read their f16 copy, or 0 where they read it row after row
+// (QuantizeF16).
+func (k *Kernels) CoopXBlocked(n, K int) int {
+	if !k.narrowCoop(n) {
+		return 0
+	}
+	return k.MatVecCoopCols(k.MatVecCoopFor(quant.Q4_K, n, 1, K), n)
 }
 
 // MatVecCoop records dst = W·x on the matrix units for n columns of
