@@ -228,12 +228,29 @@ func (b *Buffer) ReadF32(off int64, dst []float32) error {
 	return nil
 }
 
-// decodeF32 sets dst to the little-endian float32 values of src.
+// decodeF32 sets dst to the little-endian float32 values of src. On a
+// little-endian host, src 4-byte aligned, that is a plain copy: the logits
+// of a batch of sequences are megabytes a step (64 of a 128k vocabulary:
+// 33 MB), and a conversion value by value cost ten times the copy.
 func decodeF32(dst []float32, src []byte) {
+	if len(dst) == 0 {
+		return
+	}
+	if p := unsafe.Pointer(unsafe.SliceData(src)); hostLittleEndian && len(src) >= 4*len(dst) && uintptr(p)%4 == 0 {
+		copy(dst, unsafe.Slice((*float32)(p), len(dst)))
+		return
+	}
 	for i := range dst {
 		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 	}
 }
+
+// hostLittleEndian says whether the host stores a word's low byte first,
+// as the GPU's buffers do.
+var hostLittleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 // bytes views part of a host buffer's mapping.
 func (b *Buffer) bytes(off int64, n int) []byte {

@@ -2,6 +2,8 @@ package vk
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -154,4 +156,27 @@ func TestCopy(t *testing.T) {
 	if err := bad.End(); err == nil || !strings.Contains(err.Error(), "outside") {
 		t.Errorf("copy past the end: %v", err)
 	}
+}
+
+// TestDecodeF32 checks the logits' conversion from a mapping, whose fast
+// path is a copy: every bit pattern (NaN payloads, infinities, negative
+// zero) as the value-by-value decoding gives it, from an aligned and an
+// unaligned start, and a source longer than the values.
+func TestDecodeF32(t *testing.T) {
+	words := []uint32{0, 0x80000000, 0x3F800000, 0x7F800000, 0xFF800000, 0x7FC00001, 0xFFFFFFFF, 0x00000001, 0x12345678}
+	raw := make([]byte, 1+4*len(words)+4)
+	for off := range 2 {
+		src := raw[off : off+4*len(words)+4]
+		for i, w := range words {
+			binary.LittleEndian.PutUint32(src[4*i:], w)
+		}
+		got := make([]float32, len(words))
+		decodeF32(got, src)
+		for i, w := range words {
+			if b := math.Float32bits(got[i]); b != w {
+				t.Errorf("offset %d: value %d is %#08x, want %#08x", off, i, b, w)
+			}
+		}
+	}
+	decodeF32(nil, nil)
 }
