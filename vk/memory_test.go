@@ -179,4 +179,17 @@ func TestDecodeF32(t *testing.T) {
 		}
 	}
 	decodeF32(nil, nil)
+	// Past parallelBytes, in pieces: every value in its place.
+	n := parallelBytes/4*3 + 5
+	big := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(big[4*i:], uint32(i)*2654435761)
+	}
+	got := make([]float32, n)
+	decodeF32Parallel(got, big)
+	for i, v := range got {
+		if b := math.Float32bits(v); b != uint32(i)*2654435761 {
+			t.Fatalf("value %d of %d is %#08x, want %#08x", i, n, b, uint32(i)*2654435761)
+		}
+	}
 }
