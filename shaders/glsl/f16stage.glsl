@@ -93,29 +93,67 @@ void dq_k_decode_h(KRaw r, uint p, out uvec2 h[4]) {
     h[3] = h_affine(h_quants(h1), off, a1, c1);
 }
 
+// A Q6_K piece's words, loaded apart from the arithmetic that decodes
+// them (dq_q6_fetch, dq_q6_decode_h) as KRaw's are: its low quant bits
+// (ql) of two sub-rows (qa, qb), their high bits (qh), the words that hold
+// its 4 scale bytes (sc) and the one that holds the block's d. A block is
+// 210 bytes, so every other one starts 2 bytes into a word: a quant word
+// is stitched from two there, and the second is loaded only then.
+struct Q6Raw {
+    uvec2 qa, qb, qh;
+    uvec3 sc;
+    uint d;
+};
+
+// As dq_piece: ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, d at
+// 208; piece p = (half h, group g) reads ql/qh bytes 4g..4g+3 of its half
+// and the scales at 192 + 8h + g/4 + 2i for its vec4s i.
+Q6Raw dq_q6_fetch(uint b, uint p) {
+    uint h = p >> 3, g = p & 7u;
+    bool odd = (b & 2u) != 0u;
+    uint wa = (b + 64u * h + 4u * g) >> 2, wb = wa + 8u, wh = (b + 128u + 32u * h + 4u * g) >> 2;
+    uint ws = (b + 192u + 8u * h + (g >> 2)) >> 2;
+    Q6Raw r;
+    r.qa = uvec2(W[wa], odd ? W[wa + 1u] : 0u);
+    r.qb = uvec2(W[wb], odd ? W[wb + 1u] : 0u);
+    r.qh = uvec2(W[wh], odd ? W[wh + 1u] : 0u);
+    // The 4 scale bytes span 7 bytes from any byte of a word: 2 or 3 words.
+    uint so = (b + 192u + 8u * h + (g >> 2)) & 3u;
+    r.sc = uvec3(W[ws], W[ws + 1u], so >= 2u ? W[ws + 2u] : 0u);
+    r.d = W[(b + 208u) >> 2];
+    return r;
+}
+
+// q6_word is the little-endian word a raw pair holds at the block's
+// alignment (b's bit 1).
+uint q6_word(uvec2 w, uint b) { return (b & 2u) == 0u ? w.x : (w.x >> 16) | (w.y << 16); }
+
+// dq_q6_decode_h decodes piece p of the Q6_K block at byte offset b from
+// its words r, in halves.
+void dq_q6_decode_h(Q6Raw r, uint b, uint p, out uvec2 h[4]) {
+    uint hf = p >> 3, g = p & 7u;
+    uint qa = q6_word(r.qa, b), qb = q6_word(r.qb, b), qh = q6_word(r.qh, b);
+    float d = unpackHalf2x16(r.d >> ((b & 2u) << 3)).x;
+    uint so = (b + 192u + 8u * hf + (g >> 2)) & 3u;
+    uint q[4] = uint[4](
+        (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4),
+        (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4),
+        ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4),
+        ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4));
+    for (uint i = 0u; i < 4u; i++) {
+        uint at = so + 2u * i; // the scale's byte among sc's 12
+        float sc = float(bitfieldExtract(int(r.sc[at >> 2]), int((at & 3u) * 8u), 8));
+        h[i] = h_affine(h_quants(q[i]), float16_t(1056.0), float16_t(d * sc), float16_t(0.0));
+    }
+}
+
 // dq_piece_h is dq_piece in halves: Q4_K, Q5_K and Q6_K decode in f16
 // arithmetic, the other types through dq_piece's floats.
 void dq_piece_h(uint b, uint p, uint lim, out uvec2 h[4]) {
     if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
         dq_k_decode_h(dq_k_fetch(b, p), p, h);
     } else if (QTYPE == T_Q6_K) {
-        // As dq_piece: ql[128] at 0, qh[64] at 128, int8 scales[16] at
-        // 192, d at 208; quants of 6 bits less 32.
-        uint hf = p >> 3, g = p & 7u;
-        uint qa = dq_word(b + 64u * hf + 4u * g);
-        uint qb = dq_word(b + 64u * hf + 32u + 4u * g);
-        uint qh = dq_word(b + 128u + 32u * hf + 4u * g);
-        float d = dq_half(b + 208u);
-        uint q[4] = uint[4](
-            (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4),
-            (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4),
-            ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4),
-            ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4));
-        for (uint i = 0u; i < 4u; i++) {
-            uint sb = b + 192u + 8u * hf + (g >> 2) + 2u * i;
-            float sc = float(bitfieldExtract(int(W[sb >> 2]), int((sb & 3u) * 8u), 8));
-            h[i] = h_affine(h_quants(q[i]), float16_t(1056.0), float16_t(d * sc), float16_t(0.0));
-        }
+        dq_q6_decode_h(dq_q6_fetch(b, p), b, p, h);
     } else {
         vec4 v[4];
         dq_piece(b, p, lim, v);

@@ -130,36 +130,57 @@ void loadA(uint m0, uint k0) {
     }
 }
 
-// Q4_K and Q5_K weights are fetched a step ahead: fetchA loads the words
+// Q4_K, Q5_K and Q6_K weights are fetched a step ahead: fetchA loads the words
 // of the next K step's pieces into registers (APL pieces a lane) while the
 // current step's products run, and decodeA turns them into shA's f16 at
 // the next step, so no step waits on a global load of its weights.
 // Only where a lane holds a few pieces: small workgroups over large tiles
 // (the emulation's, or a tuning sweep's) would hold dozens in registers.
 const uint APL = (BM * PA + WG - 1u) / WG;
-const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K) && APL <= 4u;
-KRaw araw[PREFETCH ? APL : 1u];
+const bool Q6RAW = QTYPE == T_Q6_K; // Q6Raw words, else KRaw
+const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K || Q6RAW) && APL <= 4u;
+KRaw araw[PREFETCH && !Q6RAW ? APL : 1u];
+Q6Raw araw6[PREFETCH && Q6RAW ? APL : 1u];
+
+// pieceB is the byte offset of the block holding values k.. of tile row
+// r, or 0 past the matrix (whose words read as zeros).
+uint pieceB(uint m0, uint r, uint k) {
+    return m0 + r < pc.M && k < pc.K ? WROW(m0 + r) * pc.rowBytes + (k / QK) * QBYTES : 0u;
+}
 
 void fetchA(uint m0, uint k0) {
     [[unroll]] for (uint j = 0u; j < APL; j++) {
         uint it = gl_LocalInvocationIndex + j * WG;
         uint r = it / PA, k = k0 + 16u * (it % PA);
-        KRaw z = KRaw(uvec4(0u), uvec2(0u), uvec2(0u));
-        if (it < BM * PA && m0 + r < pc.M && k < pc.K) {
-            z = dq_k_fetch(WROW(m0 + r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
+        bool inside = it < BM * PA && m0 + r < pc.M && k < pc.K;
+        if (Q6RAW) {
+            Q6Raw z = Q6Raw(uvec2(0u), uvec2(0u), uvec2(0u), uvec3(0u), 0u);
+            if (inside) {
+                z = dq_q6_fetch(pieceB(m0, r, k), (k % QK) / 16u);
+            }
+            araw6[j] = z;
+        } else {
+            KRaw z = KRaw(uvec4(0u), uvec2(0u), uvec2(0u));
+            if (inside) {
+                z = dq_k_fetch(pieceB(m0, r, k), (k % QK) / 16u);
+            }
+            araw[j] = z;
         }
-        araw[j] = z;
     }
 }
 
-void decodeA(uint k0) {
+void decodeA(uint m0, uint k0) {
     [[unroll]] for (uint j = 0u; j < APL; j++) {
         uint it = gl_LocalInvocationIndex + j * WG;
         if (it < BM * PA) {
             uint r = it / PA, k = k0 + 16u * (it % PA);
             uint blk = k / QK, p = (k % QK) / 16u;
             uvec2 h[4];
-            dq_k_decode_h(araw[j], p, h);
+            if (Q6RAW) {
+                dq_q6_decode_h(araw6[j], pieceB(m0, r, k), p, h);
+            } else {
+                dq_k_decode_h(araw[j], p, h);
+            }
             stagePiece(4u * r * SA + blk * QK - k0, p, h);
         }
     }
@@ -257,7 +278,7 @@ void main() {
         loadA(m0, k0);
 #else
         if (PREFETCH) {
-            decodeA(k0);
+            decodeA(m0, k0);
             fetchA(m0, k0 + BK);
         } else {
             loadA(m0, k0);

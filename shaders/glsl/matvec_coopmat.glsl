@@ -115,11 +115,13 @@ shared float shC[NSG * CF];
 #define XAT(c, k) ((((k) >> 4) * XCOLS + (c)) * 2u + (((k) & 15u) >> 3))
 #define XSTRIDE 2u
 
-// Q4_K and Q5_K weights are fetched a step ahead (dq_k_fetch): a lane's
-// words for the next step are in flight while this step decodes and
-// multiplies, as the matrix-vector kernels keep theirs.
-const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K) && PPL <= 8u;
-KRaw araw[PREFETCH ? PPL : 1u];
+// Q4_K, Q5_K and Q6_K weights are fetched a step ahead (dq_k_fetch,
+// dq_q6_fetch): a lane's words for the next step are in flight while this
+// step decodes and multiplies, as the matrix-vector kernels keep theirs.
+const bool Q6RAW = QTYPE == T_Q6_K; // Q6Raw words, else KRaw
+const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K || Q6RAW) && PPL <= 8u;
+KRaw araw[PREFETCH && !Q6RAW ? PPL : 1u];
+Q6Raw araw6[PREFETCH && Q6RAW ? PPL : 1u];
 
 // A step's B fragments are loaded a step ahead as well, where they fit in
 // registers: each load comes from L2, and loaded just before its product
@@ -143,7 +145,12 @@ void fetchA(uint lane, uint m0, uint k0) {
         uint r, q;
         if (pieceAt(lane, j, r, q)) {
             uint k = k0 + q;
-            araw[j] = dq_k_fetch(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, (k % QK) / 16u);
+            uint b = rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES;
+            if (Q6RAW) {
+                araw6[j] = dq_q6_fetch(b, (k % QK) / 16u);
+            } else {
+                araw[j] = dq_k_fetch(b, (k % QK) / 16u);
+            }
         }
     }
 }
@@ -164,10 +171,13 @@ void decodeA(uint lane, uint base, uint m0, uint k0) {
             uint k = k0 + q;
             uint p = (k % QK) / 16u;
             uvec2 h[4];
-            if (PREFETCH) {
+            uint b = rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES;
+            if (PREFETCH && Q6RAW) {
+                dq_q6_decode_h(araw6[j], b, p, h);
+            } else if (PREFETCH) {
                 dq_k_decode_h(araw[j], p, h);
             } else {
-                dq_piece_h(rowOf(m0, r) * pc.rowBytes + (k / QK) * QBYTES, p, pc.K - (k / QK) * QK, h);
+                dq_piece_h(b, p, pc.K - (k / QK) * QK, h);
             }
             storeA(base, r, q, p, h);
         }
