@@ -158,27 +158,52 @@ KRaw dq_k_fetch(uint b, uint p) {
     return r;
 }
 
-void dq_k_decode(KRaw r, uint p, out vec4 v[4]) {
+// dq_k_maps returns the scales and mins (d0, m0, d1, m1) of a Q4_K or
+// Q5_K piece's two runs: run i's values are d_i * q - m_i.
+vec4 dq_k_maps(KRaw r, uint p) {
     vec2 dm = unpackHalf2x16(r.hd.x);
     uint j = p >> 2;
     vec2 sm0 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j);
     vec2 sm1 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j + 1u);
-    float d0 = dm.x * sm0.x, m0 = dm.y * sm0.y;
-    float d1 = dm.x * sm1.x, m1 = dm.y * sm1.y;
-    uint l0 = r.qs.x & 0x0F0F0F0Fu, l1 = r.qs.y & 0x0F0F0F0Fu;
-    uint h0 = (r.qs.x >> 4) & 0x0F0F0F0Fu, h1 = (r.qs.y >> 4) & 0x0F0F0F0Fu;
+    return vec4(dm.x * sm0.x, dm.y * sm0.y, dm.x * sm1.x, dm.y * sm1.y);
+}
+
+// dq_k_quants returns a Q4_K or Q5_K piece's quants, one per byte, as
+// the 4 words of dq_piece's vec4s.
+void dq_k_quants(KRaw r, uint p, out uint q[4]) {
+    uint j = p >> 2;
+    q[0] = r.qs.x & 0x0F0F0F0Fu;
+    q[1] = r.qs.y & 0x0F0F0F0Fu;
+    q[2] = (r.qs.x >> 4) & 0x0F0F0F0Fu;
+    q[3] = (r.qs.y >> 4) & 0x0F0F0F0Fu;
     if (QTYPE == T_Q5_K) {
         // Bit 2j (low nibbles) and 2j+1 (high nibbles) of qh[l] are the
         // fifth bits.
-        l0 |= ((r.qh.x >> (2u * j)) & 0x01010101u) << 4;
-        l1 |= ((r.qh.y >> (2u * j)) & 0x01010101u) << 4;
-        h0 |= ((r.qh.x >> (2u * j + 1u)) & 0x01010101u) << 4;
-        h1 |= ((r.qh.y >> (2u * j + 1u)) & 0x01010101u) << 4;
+        q[0] |= ((r.qh.x >> (2u * j)) & 0x01010101u) << 4;
+        q[1] |= ((r.qh.y >> (2u * j)) & 0x01010101u) << 4;
+        q[2] |= ((r.qh.x >> (2u * j + 1u)) & 0x01010101u) << 4;
+        q[3] |= ((r.qh.y >> (2u * j + 1u)) & 0x01010101u) << 4;
     }
-    v[0] = d0 * dq_u8x4(l0, 0.0) - m0;
-    v[1] = d0 * dq_u8x4(l1, 0.0) - m0;
-    v[2] = d1 * dq_u8x4(h0, 0.0) - m1;
-    v[3] = d1 * dq_u8x4(h1, 0.0) - m1;
+}
+
+void dq_k_decode(KRaw r, uint p, out vec4 v[4]) {
+    vec4 m = dq_k_maps(r, p);
+    uint q[4];
+    dq_k_quants(r, p, q);
+    v[0] = m.x * dq_u8x4(q[0], 0.0) - m.y;
+    v[1] = m.x * dq_u8x4(q[1], 0.0) - m.y;
+    v[2] = m.z * dq_u8x4(q[2], 0.0) - m.w;
+    v[3] = m.z * dq_u8x4(q[3], 0.0) - m.w;
+}
+
+// dq_q6_quants returns a Q6_K piece's 6-bit quants, one per byte, as the
+// 4 words of dq_piece's vec4s, from its low bits of two sub-rows (qa, qb)
+// and their high bits (qh).
+void dq_q6_quants(uint qa, uint qb, uint qh, out uint q[4]) {
+    q[0] = (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4);
+    q[1] = (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4);
+    q[2] = ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4);
+    q[3] = ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4);
 }
 
 // dq_piece dequantizes piece p of the block at byte offset b. lim is the
@@ -194,11 +219,8 @@ void dq_piece(uint b, uint p, uint lim, out vec4 v[4]) {
         uint qb = dq_word(b + 64u * h + 32u + 4u * g);
         uint qh = dq_word(b + 128u + 32u * h + 4u * g);
         float d = dq_half(b + 208u);
-        uint q[4] = uint[4](
-            (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4),
-            (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4),
-            ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4),
-            ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4));
+        uint q[4];
+        dq_q6_quants(qa, qb, qh, q);
         for (uint i = 0u; i < 4u; i++) {
             uint sb = b + 192u + 8u * h + (g >> 2) + 2u * i;
             float sc = float(bitfieldExtract(int(W[sb >> 2]), int((sb & 3u) * 8u), 8));

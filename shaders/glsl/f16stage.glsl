@@ -70,27 +70,15 @@ uvec2 h_affine(uvec2 x, float16_t off, float16_t a, float16_t c) {
 
 // dq_k_decode_h is dq_k_decode in halves.
 void dq_k_decode_h(KRaw r, uint p, out uvec2 h[4]) {
-    vec2 dm = unpackHalf2x16(r.hd.x);
-    uint j = p >> 2;
-    vec2 sm0 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j);
-    vec2 sm1 = dq_scale_min_k4(r.hd.y, r.hd.z, r.hd.w, 2u * j + 1u);
-    float16_t a0 = float16_t(dm.x * sm0.x), c0 = float16_t(-dm.y * sm0.y);
-    float16_t a1 = float16_t(dm.x * sm1.x), c1 = float16_t(-dm.y * sm1.y);
-    uint l0 = r.qs.x & 0x0F0F0F0Fu, l1 = r.qs.y & 0x0F0F0F0Fu;
-    uint h0 = (r.qs.x >> 4) & 0x0F0F0F0Fu, h1 = (r.qs.y >> 4) & 0x0F0F0F0Fu;
-    if (QTYPE == T_Q5_K) {
-        // Bit 2j (low nibbles) and 2j+1 (high nibbles) of qh[l] are the
-        // fifth bits.
-        l0 |= ((r.qh.x >> (2u * j)) & 0x01010101u) << 4;
-        l1 |= ((r.qh.y >> (2u * j)) & 0x01010101u) << 4;
-        h0 |= ((r.qh.x >> (2u * j + 1u)) & 0x01010101u) << 4;
-        h1 |= ((r.qh.y >> (2u * j + 1u)) & 0x01010101u) << 4;
-    }
+    vec4 m = dq_k_maps(r, p);
+    float16_t a0 = float16_t(m.x), c0 = float16_t(-m.y), a1 = float16_t(m.z), c1 = float16_t(-m.w);
+    uint q[4];
+    dq_k_quants(r, p, q);
     const float16_t off = float16_t(1024.0);
-    h[0] = h_affine(h_quants(l0), off, a0, c0);
-    h[1] = h_affine(h_quants(l1), off, a0, c0);
-    h[2] = h_affine(h_quants(h0), off, a1, c1);
-    h[3] = h_affine(h_quants(h1), off, a1, c1);
+    h[0] = h_affine(h_quants(q[0]), off, a0, c0);
+    h[1] = h_affine(h_quants(q[1]), off, a0, c0);
+    h[2] = h_affine(h_quants(q[2]), off, a1, c1);
+    h[3] = h_affine(h_quants(q[3]), off, a1, c1);
 }
 
 // A Q6_K piece's words, loaded apart from the arithmetic that decodes
@@ -135,11 +123,8 @@ void dq_q6_decode_h(Q6Raw r, uint b, uint p, out uvec2 h[4]) {
     uint qa = q6_word(r.qa, b), qb = q6_word(r.qb, b), qh = q6_word(r.qh, b);
     float d = unpackHalf2x16(r.d >> ((b & 2u) << 3)).x;
     uint so = (b + 192u + 8u * hf + (g >> 2)) & 3u;
-    uint q[4] = uint[4](
-        (qa & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4),
-        (qb & 0x0F0F0F0Fu) | (((qh >> 2) & 0x03030303u) << 4),
-        ((qa >> 4) & 0x0F0F0F0Fu) | (((qh >> 4) & 0x03030303u) << 4),
-        ((qb >> 4) & 0x0F0F0F0Fu) | (((qh >> 6) & 0x03030303u) << 4));
+    uint q[4];
+    dq_q6_quants(qa, qb, qh, q);
     for (uint i = 0u; i < 4u; i++) {
         uint at = so + 2u * i; // the scale's byte among sc's 12
         float sc = float(bitfieldExtract(int(r.sc[at >> 2]), int((at & 3u) * 8u), 8));
