@@ -211,7 +211,7 @@ func F16Bytes(n, K int) int64 { return 2*int64(n)*int64(K) + f32(n) }
 // multiple of 8) to f16 with a power-of-two scale per row
 // (quantize_f16.comp), into dst.
 func (k *Kernels) QuantizeF16(s *vk.Sequence, dst, x vk.Binding, n, K int) error {
-	return k.quantizeF16(s, q8Copy, dst, x, nil, nil, n, K, 0, 0)
+	return k.quantizeF16(s, f16Copy, dst, x, nil, nil, n, K, 0, 0)
 }
 
 // F16BlockedBytes is the size of QuantizeF16Blocked's layout of cols
@@ -225,7 +225,7 @@ func F16BlockedBytes(cols, K int) int64 { return 2*int64(cols)*int64(K) + f32(co
 // (at least n) is the rows the layout holds; those past n are never
 // written. K is a multiple of 16.
 func (k *Kernels) QuantizeF16Blocked(s *vk.Sequence, dst, x vk.Binding, n, K, cols int) error {
-	return k.quantizeF16(s, q8Copy, dst, x, nil, nil, n, K, cols, 0)
+	return k.quantizeF16(s, f16Copy, dst, x, nil, nil, n, K, cols, 0)
 }
 
 // RMSNormF16 is RMSNorm (out = x / sqrt(mean(x^2) + eps) * w, row by
@@ -252,9 +252,14 @@ func (k *Kernels) GatedF16(s *vk.Sequence, g GLU, dst, out, gate, up vk.Binding,
 	return k.quantizeF16(s, g.q8Op(), dst, gate, &up, &out, n, K, blocked, 0)
 }
 
-// Operations of quantize_f16.comp besides the plain rounding (its OP
-// specialization constant); the gated ones are quantize_q8's (q8Op).
-const f16Norm = 3
+// Operations of quantize_f16.comp (its OP specialization constant): the
+// plain rounding and the gated activations take quantize_q8's numbers
+// (q8Copy, GLU.q8Op), so that one GLU method names both; the norm is its
+// own.
+const (
+	f16Copy = q8Copy
+	f16Norm = 3
+)
 
 // quantizeF16 records quantize_f16 with operation op (y and out nil for
 // the plain rounding) into dst: row after row with blocked 0, else in
@@ -312,7 +317,7 @@ func (k *Kernels) quantizeF16(s *vk.Sequence, op uint32, dst, x vk.Binding, y, o
 }
 
 // QuantizeF16Spec is the pipeline QuantizeF16 builds for rows of K values.
-func (k *Kernels) QuantizeF16Spec(K int) vk.PipelineSpec { return k.quantizeF16Spec(q8Copy, K) }
+func (k *Kernels) QuantizeF16Spec(K int) vk.PipelineSpec { return k.quantizeF16Spec(f16Copy, K) }
 
 // RMSNormF16Spec is the pipeline RMSNormF16 builds for rows of K values.
 func (k *Kernels) RMSNormF16Spec(K int) vk.PipelineSpec { return k.quantizeF16Spec(f16Norm, K) }
