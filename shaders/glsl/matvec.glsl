@@ -45,7 +45,9 @@ layout(constant_id = 6) const bool RESID = false;
 
 
 #if !defined(STACK) && !defined(MOE_ID)
-layout(binding = 0) writeonly buffer Dst { float dst[]; };
+// Coherent: with NORM_OUT the last workgroup of a block reads it back
+// (norm_fold.glsl).
+layout(binding = 0) coherent buffer Dst { float dst[]; };
 // COLS, the columns of x (0: NCOLS), may exceed NCOLS: the workgroup then
 // takes them NCOLS at a time (a batch of sequences decoding together). Its
 // rows' weights are read from memory for the first group and come from the
@@ -207,7 +209,24 @@ void dq_slice(uint qt, uint b, uint s, uint lim, out vec4 q[8], out float A[4], 
 }
 #endif
 
-#define RED_N (ROWS * NCOLS)
+// The norm folded into the products around it (norm_fold.glsl): the
+// plain products may write the residual a norm reads (RESID) or read that
+// norm's q8 copy; the stacked ones read it; the expert variants neither.
+#if defined(STACK)
+#define NF_IN_ID 17
+#define NF_PARTS 12
+#elif !defined(MOE_ID)
+#define NF_OUT_ID 8
+#define NF_IN_ID 9
+#define NF_BIND 4
+#define NF_PARTS 8
+#endif
+#include "norm_fold.glsl"
+
+// red_v holds ROWS * NCOLS sums, then with NORM_IN each column's sum of
+// squares of the residual its norm read (at RED_SS + n).
+const uint RED_SS = ROWS * NCOLS;
+#define RED_N (RED_SS + (NORM_IN ? NCOLS : 0u))
 #include "reduce.glsl"
 
 #ifdef STACK
@@ -369,6 +388,13 @@ void main() {
         for (uint i = 0u; i < RED_N; i++) {
             red_v[i] = 0.0;
         }
+#ifdef NF_PARTS
+        if (NORM_IN) {
+            for (uint n = 0u; n < NCOLS; n++) {
+                red_v[RED_SS + n] = norm_parts(Q8ROW + min(c0 + n, XCOLS - 1u), pc.K);
+            }
+        }
+#endif
 #ifdef STACK
         // A stack's last matrix may be of a type of its own (stack_rows).
         if (LAST_QTYPE != QTYPE && st_mat == NMAT - 1u) {
@@ -381,6 +407,16 @@ void main() {
 #endif
 
         wg_reduce(false);
+#ifdef NF_PARTS
+        if (NORM_IN) {
+            for (uint n = 0u; n < NCOLS; n++) {
+                float s = norm_scale(red_v[RED_SS + n], pc.K);
+                for (uint r = 0u; r < ROWS; r++) {
+                    red_v[r * NCOLS + n] *= s;
+                }
+            }
+        }
+#endif
 #if !defined(STACK) && !defined(MOE_ID)
         if (gl_LocalInvocationID.x == 0u) {
             for (uint r = 0u; r < ROWS; r++) {
@@ -388,6 +424,13 @@ void main() {
                     if (row0 + r < pc.M && c0 + n < XCOLS) {
                         uint i = (c0 + n) * pc.M + row0 + r;
                         dst[i] = red_v[r * NCOLS + n] + (RESID ? res[i] : 0.0);
+                    }
+                }
+            }
+            if (NORM_OUT) {
+                for (uint n = 0u; n < NCOLS; n++) {
+                    if (c0 + n < XCOLS) {
+                        norm_out(c0 + n, XCOLS, pc.M, row0, ROWS);
                     }
                 }
             }

@@ -505,3 +505,60 @@ func BenchmarkMatVecBatch(b *testing.B) {
 		part.Free()
 	}
 }
+
+// BenchmarkNormFold times the products that write the residual of a
+// Llama-3-8B layer (the o and down projections, one column) as decode
+// chains them: plain, then the plain product followed by the RMSNorm that
+// writes the next products' q8 copy (what the fold replaces: two
+// dependent dispatches), then with the norm folded in (NormOut), in the
+// built-in shape and in shapes of other rows a workgroup (whole blocks of
+// 32 rows take no counters).
+func BenchmarkNormFold(b *testing.B) {
+	k := benchSetup(b)
+	if !k.info.IntegerDot {
+		b.Skip("no integer dot products")
+	}
+	for _, mat := range []benchMatrix{{quant.Q4_K, 4096, 4096}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 14336}} {
+		qt, rows, K := mat.t, mat.rows, mat.K
+		mats := benchMatrices(b, qt, rows, K, 256<<20)
+		bufs := make([]*vk.Buffer, 6)
+		for i, size := range []int64{Q8Bytes(1, K), f32(rows), f32(rows), Q8Bytes(1, rows), NormPartsBytes(1, rows), f32(rows)} {
+			var err error
+			if bufs[i], err = benchDev.NewBuffer(size, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		x, res, nw, q8, parts, normed := whole(bufs[0]), whole(bufs[1]), whole(bufs[2]), whole(bufs[3]), whole(bufs[4]), whole(bufs[5])
+		if err := bufs[2].Write(0, f32Bytes(normals(rand.New(rand.NewPCG(3, 4)), rows, 1))); err != nil {
+			b.Fatal(err)
+		}
+		def := k.MatVecQ8For(rows, K)
+		shapes := []MatVecShape{def}
+		for _, sh := range []MatVecShape{{Lanes: 128, Rows: 8, Unroll: 1}, {Lanes: 128, Rows: 16, Unroll: 1}, {Lanes: 128, Rows: 32, Unroll: 1}, {Lanes: 64, Rows: 32, Unroll: 1}} {
+			if sh != def {
+				shapes = append(shapes, sh)
+			}
+		}
+		name := fmt.Sprintf("%dx%d/%s", rows, K, qt)
+		for _, sh := range shapes {
+			benchMatVecRun(b, name+"/plain/"+sh.String(), mats, res, func(s *vk.Sequence, w, dst vk.Binding) error {
+				return k.MatVecQ8With(s, dst, w, x, &res, qt, 1, rows, K, sh)
+			})
+			benchMatVecRun(b, name+"/plain+norm/"+sh.String(), mats, res, func(s *vk.Sequence, w, dst vk.Binding) error {
+				if err := k.MatVecQ8With(s, dst, w, x, &res, qt, 1, rows, K, sh); err != nil {
+					return err
+				}
+				s.Barrier()
+				return k.RMSNormQ8(s, normed, q8, dst, nw, 1, rows, 1e-5)
+			})
+			if FoldRows(sh.Rows) {
+				benchMatVecRun(b, name+"/fold/"+sh.String(), mats, res, func(s *vk.Sequence, w, dst vk.Binding) error {
+					return k.MatVecQ8Norm(s, dst, w, x, &res, qt, 1, rows, K, sh, &NormOut{W: nw, Q8: q8, Parts: parts}, nil)
+				})
+			}
+		}
+		for _, m := range append(mats, bufs...) {
+			m.Free()
+		}
+	}
+}

@@ -96,13 +96,13 @@ func (k *Kernels) TileFor(t quant.Type) Tile {
 // MatVecWith records the matrix-vector kernel with an explicit shape for
 // n >= 1 activation columns (MaxMatVecCols at a time).
 func (k *Kernels) MatVecWith(s *vk.Sequence, dst, w, x vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
-	return k.matVec(s, dst, w, x, nil, false, t, n, rows, K, sh)
+	return k.matVec(s, dst, w, x, nil, false, t, n, rows, K, sh, nil, nil)
 }
 
 // MatVecAdd records dst = r + W·x for n >= 1 columns,
 // the residual added by the matrix-vector kernel as it writes; dst may be r.
 func (k *Kernels) MatVecAdd(s *vk.Sequence, dst, w, x, r vk.Binding, t quant.Type, n, rows, K int) error {
-	return k.matVec(s, dst, w, x, &r, false, t, n, rows, K, k.MatVec)
+	return k.matVec(s, dst, w, x, &r, false, t, n, rows, K, k.MatVec, nil, nil)
 }
 
 // HasQ8 says whether the 8-bit-activation matrix-vector kernel takes weights
@@ -227,18 +227,33 @@ func (k *Kernels) GatedQ8Spec(g GLU) vk.PipelineSpec { return quantizeQ8Spec(g.q
 // the quants with the 8-bit activations, which need the device's
 // IntegerDot feature.
 func (k *Kernels) MatVecQ8With(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape) error {
+	return k.MatVecQ8Norm(s, dst, w, xq, r, t, n, rows, K, sh, nil, nil)
+}
+
+// MatVecQ8Norm is MatVecQ8With with a folded RMSNorm: out (with r) writes
+// what the products after the norm of dst need; in scales the products of
+// xq, the q8 copy such a product wrote, by the norm's 1/rms. At most one
+// of them.
+func (k *Kernels) MatVecQ8Norm(s *vk.Sequence, dst, w, xq vk.Binding, r *vk.Binding, t quant.Type, n, rows, K int, sh MatVecShape, out *NormOut, in *NormIn) error {
 	if err := k.q8Ready("matvec_q8", t); err != nil {
 		return err
 	}
 	if err := vec4Aligned("matvec_q8", xq); err != nil { // read as 16- and 8-byte words
 		return err
 	}
-	return k.matVec(s, dst, w, xq, r, true, t, n, rows, K, sh)
+	if out != nil && r == nil {
+		return fmt.Errorf("kernels: matvec_q8: a folded norm needs the residual it normalises")
+	}
+	if out != nil && !FoldRows(sh.Rows) {
+		return fmt.Errorf("kernels: matvec_q8: a folded norm with %d rows a workgroup: need a divisor or a multiple of 32", sh.Rows)
+	}
+	return k.matVec(s, dst, w, xq, r, true, t, n, rows, K, sh, out, in)
 }
 
 // matVec records matvec (f32 activations x) or, with q8, matvec_q8 (x in
-// the q8 layout), plus the residual r where it is not nil.
-func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8 bool, t quant.Type, n, rows, K int, sh MatVecShape) error {
+// the q8 layout), plus the residual r where it is not nil, with a folded
+// norm's roles (q8 only).
+func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8 bool, t quant.Type, n, rows, K int, sh MatVecShape, out *NormOut, in *NormIn) error {
 	xSize, name := f32(n*K), "matvec"
 	if q8 {
 		xSize, name = Q8Bytes(n, K), "matvec_q8"
@@ -263,14 +278,19 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8
 	} else if res, err = k.unusedInput(); err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.MatVecSpec(t, n, sh, r != nil, q8))
+	nb, parts, err := k.normBindings(name, out, in, n, rows, K)
+	if err != nil {
+		return err
+	}
+	p, err := k.pipeline(k.matVecSpec(t, n, sh, r != nil, q8, roleOf(out, in)))
 	if err != nil {
 		return err
 	}
 	groups := ceil(rows, sh.Rows)
 	gx, gy := k.grid(groups)
 	s.Label(fmt.Sprintf("%dx%d %s", rows, K, t))
-	s.Dispatch(p, []vk.Binding{dst, w, x, res}, vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{dst, w, x, res, nb[0], nb[1], nb[2], nb[3], parts},
+		vk.Push(uint32(rows), uint32(K), uint32(rb), uint32(groups)), gx, gy, 1)
 	return nil
 }
 
@@ -279,13 +299,28 @@ func (k *Kernels) matVec(s *vk.Sequence, dst, w, x vk.Binding, r *vk.Binding, q8
 // (MatVecAdd, or MatVecQ8With with r), on 8-bit activations with q8
 // (matvec_q8, MatVecQ8With) or on f32 ones (matvec).
 func (k *Kernels) MatVecSpec(t quant.Type, n int, sh MatVecShape, residual, q8 bool) vk.PipelineSpec {
+	return k.matVecSpec(t, n, sh, residual, q8, normRole{})
+}
+
+// MatVecNormSpec is the pipeline MatVecQ8Norm builds: with out, or with
+// in and the norm's eps.
+func (k *Kernels) MatVecNormSpec(t quant.Type, n int, sh MatVecShape, residual, out, in bool, eps float32) vk.PipelineSpec {
+	r := normRole{out: out, in: in}
+	if in {
+		r.eps = eps
+	}
+	return k.matVecSpec(t, n, sh, residual, true, r)
+}
+
+func (k *Kernels) matVecSpec(t quant.Type, n int, sh MatVecShape, residual, q8 bool, role normRole) vk.PipelineSpec {
 	name := "matvec"
 	if q8 {
 		name = "matvec_q8"
 	}
 	group, cols := matVecGroup(n)
-	return spec(name, 4, 16, sh.Wave,
-		uint32(sh.Lanes), uint32(t), uint32(group), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), b32(residual), uint32(cols))
+	return spec(name, 9, 16, sh.Wave, append([]uint32{
+		uint32(sh.Lanes), uint32(t), uint32(group), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), b32(residual), uint32(cols)},
+		role.constants()...)...)
 }
 
 // matVecGroup is how matvec.glsl takes n columns: groups of group columns

@@ -61,6 +61,9 @@ type Stack struct {
 	// gets act(gate) * up; GatedQ8 (not nil) its q8 copy too.
 	Gated   *GLU
 	GatedQ8 *vk.Binding
+	// NormIn (with Q8): X is a folded norm's q8 copy (NormOut), the sums
+	// scaled by its 1/rms before the epilogue.
+	NormIn *NormIn
 }
 
 // StackMixes says whether a stack may mix t with another type of its
@@ -327,6 +330,13 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 			return err
 		}
 	}
+	if st.NormIn != nil && !st.Q8 {
+		return fmt.Errorf("kernels: %s: a folded norm's copy is in 8 bits", op)
+	}
+	_, parts, err := k.normBindings(op, nil, st.NormIn, st.N, 0, st.K)
+	if err != nil {
+		return err
+	}
 	p, err := k.pipeline(k.StackSpec(&st))
 	if err != nil {
 		return err
@@ -345,7 +355,7 @@ func (k *Kernels) MatVecStack(s *vk.Sequence, st Stack) error {
 		types += "+" + last.String()
 	}
 	s.Label(fmt.Sprintf("%sx%d %s", label, st.K, types))
-	s.Dispatch(p, []vk.Binding{outs[0], w, st.X, outs[1], outs[2], bias[0], bias[1], bias[2], step, factors, q8, counts},
+	s.Dispatch(p, []vk.Binding{outs[0], w, st.X, outs[1], outs[2], bias[0], bias[1], bias[2], step, factors, q8, counts, parts},
 		vk.Push(uint32(st.K), uint32(rb), rows[0], rows[1], rows[2], off[0], off[1], off[2],
 			uint32(g[0]), uint32(g[1]), uint32(g[2]), uint32(r.HeadDim), uint32(r.Dims),
 			float32(math.Log2(float64(r.Base))), r.Scale, uint32(st.Slots), uint32(lastRB)),
@@ -366,10 +376,11 @@ func (k *Kernels) StackSpec(st *Stack) vk.PipelineSpec {
 	if st.Gated != nil {
 		gated = 1 + uint32(*st.Gated)
 	}
-	return spec(name, 12, 68, sh.Wave,
+	role := roleOf(nil, st.NormIn)
+	return spec(name, 13, 68, sh.Wave,
 		uint32(sh.Lanes), uint32(st.Type), uint32(st.N), uint32(sh.Rows), k.subgroups(sh.Lanes), uint32(sh.Unroll), 0,
 		uint32(len(st.Mats)), rope, cache, bias, b32(rope != 0 && st.Rope.NeoX), b32(rope != 0 && st.Rope.Factors != nil),
-		gated, b32(st.GatedQ8 != nil), b32(st.Rows), uint32(st.typeOf(len(st.Mats)-1)))
+		gated, b32(st.GatedQ8 != nil), b32(st.Rows), uint32(st.typeOf(len(st.Mats)-1)), b32(role.in), math.Float32bits(role.eps))
 }
 
 // countBlock is the size of a block of counters in words (64 KiB).
