@@ -84,6 +84,9 @@ type Engine struct {
 	// q8Weights: some weight takes 8-bit activations, so kernels writing
 	// activations also write their 8-bit copies.
 	q8Weights bool
+	// normQ8: every weight that reads a norm's output beside another
+	// product takes 8-bit activations (normReader), so norms may fold.
+	normQ8 bool
 	// weightRefs are the uploaded weights by their binding's buffer and
 	// offset, for the waterfall's bytes and layers (profiling only).
 	weightRefs map[vk.Binding]weightRef
@@ -161,7 +164,7 @@ func New(dev *vk.Device, o Options) (*Engine, error) {
 		return nil, err
 	}
 	dev.SetProfiling(o.Profile)
-	e := &Engine{dev: dev, o: o, k: k, fa: fa, faPre: faPre, prof: map[string]*OpStat{}}
+	e := &Engine{dev: dev, o: o, k: k, fa: fa, faPre: faPre, prof: map[string]*OpStat{}, normQ8: true}
 	e.weights = arena{dev: dev, chunk: chunkSize(dev.Info())}
 	return e, nil
 }
@@ -316,6 +319,7 @@ func (e *Engine) Weight(name string, t quant.Type, rows, cols int, data []byte) 
 		return nil, fmt.Errorf("tensor %q: %w", name, err)
 	}
 	e.q8Weights = e.q8Weights || e.k.UseQ8(t)
+	e.normQ8 = e.normQ8 && normQ8(e.k, name, t)
 	if e.o.Profile {
 		if e.weightRefs == nil {
 			e.weightRefs = map[vk.Binding]weightRef{}

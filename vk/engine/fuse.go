@@ -43,18 +43,23 @@ const (
 	// stores of k and v (Qwen3, Gemma 3) in one dispatch
 	// (kernels.HeadRope) instead of five.
 	FuseHeads
+	// FuseNorm: an RMSNorm of the residual stream folded into the product
+	// that writes the residual and the products that read the norm
+	// (kernels.NormOut, NormIn) instead of a dispatch of its own.
+	FuseNorm
 
 	// fuseAll is every fusion, the default.
-	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU | FuseRouter | FuseHeads
+	fuseAll = FuseStack | FuseRoPE | FuseGLU | FuseMoE | FuseMoEGLU | FuseRouter | FuseHeads | FuseNorm
 )
 
 var fusionNames = []struct {
 	f    Fusion
 	name string
-}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}, {FuseRouter, "router"}, {FuseHeads, "heads"}}
+}{{FuseStack, "stack"}, {FuseRoPE, "rope"}, {FuseGLU, "glu"}, {FuseMoE, "moe"}, {FuseMoEGLU, "moeglu"}, {FuseRouter, "router"}, {FuseHeads, "heads"},
+	{FuseNorm, "norm"}}
 
 // ParseFusions reads a comma-separated list of fusion names (stack, rope,
-// glu, moe, moeglu, router, heads; "all" for every one; "" for none).
+// glu, moe, moeglu, router, heads, norm; "all" for every one; "" for none).
 func ParseFusions(s string) (Fusion, error) {
 	var f Fusion
 	for _, name := range strings.Split(s, ",") {
@@ -73,7 +78,7 @@ func ParseFusions(s string) (Fusion, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu, router, heads or all)", name)
+			return 0, fmt.Errorf("vulkan: unknown fusion %q (want stack, rope, glu, moe, moeglu, router, heads, norm or all)", name)
 		}
 	}
 	return f, nil

@@ -13,10 +13,11 @@ func TestParseFusions(t *testing.T) {
 		"":               0,
 		"stack":          engine.FuseStack,
 		" rope , glu ":   engine.FuseRoPE | engine.FuseGLU,
-		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE | engine.FuseMoEGLU | engine.FuseRouter | engine.FuseHeads,
+		"all":            engine.FuseStack | engine.FuseRoPE | engine.FuseGLU | engine.FuseMoE | engine.FuseMoEGLU | engine.FuseRouter | engine.FuseHeads | engine.FuseNorm,
 		"moe,moeglu":     engine.FuseMoE | engine.FuseMoEGLU,
 		"router":         engine.FuseRouter,
 		"heads":          engine.FuseHeads,
+		"norm":           engine.FuseNorm,
 		"glu,stack,glu,": engine.FuseStack | engine.FuseGLU,
 	} {
 		got, err := engine.ParseFusions(s)

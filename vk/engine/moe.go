@@ -102,6 +102,11 @@ func (p *program) MatMulID(dst, w, x, ids backend.Tensor) {
 // type t reads: a in 8 bits where the device takes them for t (the copy
 // the kernel that wrote a filled as it went, or rounded here), else a.
 func (p *program) expertX(a *tensor, t quant.Type) (vk.Binding, bool) {
+	if _, ok := p.scaled[a]; ok {
+		// Never folded before an expert product (takesFold).
+		p.fail(fmt.Errorf("internal: an expert product of a folded norm's output"))
+		return vk.Binding{}, false
+	}
 	if !p.e.k.UseQ8(t) || !q8Able(a) {
 		return a.b, false
 	}

@@ -39,12 +39,13 @@ type Plan struct {
 	e         *Engine
 	cache     backend.Cache
 	q8Weights bool // as Engine.q8Weights
+	normQ8    bool // as Engine.normQ8
 	list      []Pipeline
 	seen      map[string]bool
 }
 
 // Plan returns a Plan with e's choices. Closing it leaves e open.
-func (e *Engine) Plan() *Plan { return &Plan{e: e, seen: map[string]bool{}} }
+func (e *Engine) Plan() *Plan { return &Plan{e: e, seen: map[string]bool{}, normQ8: true} }
 
 // Pipelines lists the pipelines of the programs recorded so far, each
 // (kind, op, spec) once, in the order the passes first use them.
@@ -66,6 +67,7 @@ func (pl *Plan) Weight(name string, t quant.Type, rows, cols int, _ []byte) (bac
 		return nil, fmt.Errorf("tensor %q: %d×%d %s: %v", name, rows, cols, t, err)
 	}
 	pl.q8Weights = pl.q8Weights || pl.e.k.UseQ8(t)
+	pl.normQ8 = pl.normQ8 && normQ8(pl.e.k, name, t)
 	return &tensor{rows: rows, cols: cols, typ: t}, nil
 }
 
@@ -101,7 +103,8 @@ func (pl *Plan) record(n int, rows bool, build func(backend.Ops)) (backend.Progr
 	case n == 1:
 		kind = "decode"
 	}
-	o := &planOps{pl: pl, n: n, rows: rows, kind: kind, q8: map[*tensor]bool{}, f16: map[f16Key]bool{}, routed: map[*tensor]int{}}
+	o := &planOps{pl: pl, n: n, rows: rows, kind: kind, q8: map[*tensor]bool{}, f16: map[f16Key]bool{}, routed: map[*tensor]int{},
+		scaled: map[*tensor]float32{}}
 	o.fz = pl.e.fuser(n, func(a, b *tensor) bool { return true })
 	build(o)
 	o.flush()
@@ -144,9 +147,72 @@ type planOps struct {
 	routed map[*tensor]int // program.routed
 	norm   *normed         // program.norm
 	err    error
+	// held, hnorm and scaled are program's: a held residual product lists
+	// its pipeline with the fold's NormOut or without; scaled holds the
+	// folded norms' outputs with their eps.
+	held   *planHeld
+	hnorm  *planNorm
+	scaled map[*tensor]float32
+}
+
+// planHeld is program's heldAdd: list adds its pipeline.
+type planHeld struct {
+	d    *tensor
+	list func(out bool)
+}
+
+// planNorm is program's heldNorm.
+type planNorm struct {
+	add     *planHeld
+	d, x, w *tensor
+	eps     float32
+}
+
+// holdAdd is program.holdAdd.
+func (o *planOps) holdAdd(d, a *tensor, folds bool, list func(out bool)) bool {
+	if !folds || o.fz.on&FuseNorm == 0 || !o.pl.normQ8 || !o.pl.e.k.MatVecTakes(d.rows) || d.cols%32 != 0 {
+		return false
+	}
+	if _, ok := o.scaled[a]; ok {
+		return false
+	}
+	o.held = &planHeld{d: d, list: list}
+	return true
+}
+
+// resolve is program.resolve.
+func (o *planOps) resolve() {
+	h, n := o.held, o.hnorm
+	o.held, o.hnorm = nil, nil
+	if n != nil {
+		n.add.list(false)
+		o.listNorm(n.d, n.x, n.w, n.eps)
+	} else if h != nil {
+		h.list(false)
+	}
+}
+
+// fold is program.fold.
+func (o *planOps) fold() {
+	n := o.hnorm
+	o.held, o.hnorm = nil, nil
+	n.add.list(true)
+	o.q8Out(n.d)
+	o.q8[n.d] = true
+	o.scaled[n.d] = n.eps
+}
+
+// normIn is program.normIn: whether a product of a reads a folded norm's
+// copy, and the norm's eps.
+func (o *planOps) normIn(a *tensor) (bool, float32) {
+	eps, ok := o.scaled[a]
+	return ok, eps
 }
 
 func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
+	if o.held != nil || o.hnorm != nil {
+		o.resolve()
+	}
 	o.norm = nil
 	if o.rows {
 		// Each row pass lists its pipelines: its products' column
@@ -171,6 +237,7 @@ type f16Key struct {
 // wrote marks the 8-bit and f16 copies of t stale, as program.op does for
 // a write.
 func (o *planOps) wrote(t *tensor) {
+	delete(o.scaled, t)
 	if _, ok := o.q8[t]; ok {
 		o.q8[t] = false
 	}
@@ -222,11 +289,20 @@ func (o *planOps) Embed(dst, table backend.Tensor) {
 }
 
 func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
-	o.flush()
 	d := act(dst)
+	if h := o.held; h != nil && h.d == act(x) && o.hnorm == nil && foldsNorm(o.pl.e.k, o.fz.on, o.pl.normQ8, d) {
+		o.held, o.hnorm = nil, &planNorm{add: h, d: d, x: act(x), w: act(w), eps: eps}
+		return
+	}
+	o.flush()
+	o.listNorm(d, act(x), act(w), eps)
+}
+
+// listNorm is program.recordNorm.
+func (o *planOps) listNorm(d, x, w *tensor, eps float32) {
 	if o.f16Out(d) {
 		o.add(fmt.Sprintf("rms_norm %d +f16", d.cols), 0, o.pl.e.k.RMSNormF16Spec(d.cols))
-		o.norm = &normed{dst: d, x: act(x), w: act(w), eps: eps}
+		o.norm = &normed{dst: d, x: x, w: w, eps: eps}
 		o.wrote(d)
 		o.filledF16(d)
 		return
@@ -237,7 +313,7 @@ func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 		op += " +q8"
 	}
 	o.add(op, 0, o.pl.e.k.RMSNormSpec(d.cols, q8))
-	o.norm = &normed{dst: d, x: act(x), w: act(w), eps: eps}
+	o.norm = &normed{dst: d, x: x, w: w, eps: eps}
 	o.wrote(d)
 	if q8 {
 		o.q8[d] = true
@@ -253,6 +329,11 @@ func (o *planOps) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
 
 func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
+	if o.hnorm != nil && o.hnorm.d == a && o.pl.e.k.UseQ8(m.typ) && o.pl.e.k.MatVecTakes(a.rows) {
+		o.fold()
+	} else if o.held != nil || o.hnorm != nil {
+		o.flush()
+	}
 	if o.fz.product(d, m, a) {
 		return
 	}
@@ -283,7 +364,7 @@ func (o *planOps) matMul(d, m, a *tensor) {
 		}
 		o.coopTiles(m, a, false)
 	case k.UseQ8(m.typ):
-		o.productQ8(d, m, a, false)
+		o.productQ8(d, m, a, false, false)
 	case k.MatVecTakes(a.rows):
 		o.add(fmt.Sprintf("matvec %s %s", matrix(m), k.MatVec), 0, k.ProductSpec(m.typ, a.rows))
 	default:
@@ -340,7 +421,10 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 		o.Add(dst, r, o.prod)
 		return
 	case k.UseQ8(m.typ):
-		o.productQ8(d, m, a, true)
+		if o.holdAdd(d, a, addFolds(k, m), func(out bool) { o.productQ8(d, m, a, true, out); o.wrote(d) }) {
+			return
+		}
+		o.productQ8(d, m, a, true, false)
 	default:
 		o.add(fmt.Sprintf("matvec %s %s +residual", matrix(m), k.MatVec), 0,
 			k.MatVecSpec(m.typ, a.rows, k.MatVec, true, false))
@@ -349,9 +433,10 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 }
 
 // productQ8 is program.productQ8.
-func (o *planOps) productQ8(d, m, a *tensor, residual bool) {
+func (o *planOps) productQ8(d, m, a *tensor, residual, out bool) {
 	k := o.pl.e.k
-	if !o.q8[a] {
+	in, eps := o.normIn(a)
+	if !o.q8[a] && !in {
 		o.add(fmt.Sprintf("quantize_q8 %d", a.cols), 0, k.QuantizeQ8Spec())
 		o.q8[a] = true
 	}
@@ -365,7 +450,13 @@ func (o *planOps) productQ8(d, m, a *tensor, residual bool) {
 	if residual {
 		op += " +residual"
 	}
-	o.add(op, 0, k.MatVecSpec(m.typ, a.rows, sh, residual, true))
+	switch {
+	case out:
+		op += " +norm"
+	case in:
+		op += " on a folded norm"
+	}
+	o.add(op, 0, k.MatVecNormSpec(m.typ, a.rows, sh, residual, out, in, eps))
 }
 
 func (o *planOps) AddBias(x, b backend.Tensor) {
@@ -604,6 +695,9 @@ func (o *planOps) fail(err error) {
 // flush is program.flush.
 func (o *planOps) flush() {
 	k := o.pl.e.k
+	if o.held != nil || o.hnorm != nil {
+		o.resolve()
+	}
 	if h := o.fz.takeHeads(); h != nil {
 		o.recordHeads(h)
 	}
@@ -612,12 +706,16 @@ func (o *planOps) flush() {
 			o.matMul(fu.mats[0].dst, fu.mats[0].w, fu.x)
 			continue
 		}
-		if fu.q8 && !o.q8[fu.x] {
+		in, eps := o.normIn(fu.x)
+		if fu.q8 && !o.q8[fu.x] && !in {
 			o.add(fmt.Sprintf("quantize_q8 %d", fu.x.cols), 0, k.QuantizeQ8Spec())
 			o.q8[fu.x] = true
 		}
 		st := fu.stack(o.n, 0, vk.Binding{}, vk.Binding{})
 		st.Seqs, st.Rows = o.pl.cache.Sequences(), o.rows
+		if fu.q8 && in {
+			st.NormIn = &kernels.NormIn{Eps: eps}
+		}
 		o.add(stackOp(k, fu, st), 0, k.StackSpec(st))
 		for j, m := range fu.mats {
 			if m.cache == 0 && (fu.gated == nil || j == 0) {

@@ -84,6 +84,13 @@ type program struct {
 	// sorts holds a prefill's pairs sorted by expert (moe_sort), kept
 	// like q8 and stale once Route writes their ids again.
 	sorts map[sortKey]*actCopy
+	// held and hnorm are a residual product and the norm after it, held
+	// for a fold (normfold.go); scaled the folded norms' outputs, and
+	// normParts their block sums.
+	held      *heldAdd
+	hnorm     *heldNorm
+	scaled    map[*tensor]*folded
+	normParts *vk.Buffer
 }
 
 // actCopy is an activation rounded to 8 bits or to f16.
@@ -95,7 +102,7 @@ type actCopy struct {
 func newProgram(e *Engine, n int, rows bool) (*program, error) {
 	p := &program{e: e, n: n, rows: rows, seq: e.dev.NewSequence(), tokBuf: make([]byte, 4*n), stepBuf: make([]byte, 0, 8*n),
 		read: map[*vk.Buffer]bool{}, written: map[*vk.Buffer]bool{}, q8: map[vk.Binding]*actCopy{}, f16: map[vk.Binding]*actCopy{}, f16b: map[vk.Binding]*actCopy{},
-		layer: -1, routed: map[*tensor]int{}, sorts: map[sortKey]*actCopy{}}
+		layer: -1, routed: map[*tensor]int{}, sorts: map[sortKey]*actCopy{}, scaled: map[*tensor]*folded{}}
 	p.fz = e.fuser(n, func(a, b *tensor) bool { return a.b.Buf == b.b.Buf })
 	var err error
 	if p.tokens, err = p.buffer(4*int64(n), true); err != nil {
@@ -127,6 +134,10 @@ func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
 // decode costs more than many of the kernels themselves. The first error is
 // kept and returned by Record.
 func (p *program) op(reads, writes []vk.Binding, record func() error) {
+	if p.held != nil || p.hnorm != nil {
+		p.resolve()
+	}
+	p.foldedReads(reads, writes)
 	p.norm = nil
 	hazard := false
 	for _, b := range reads {
@@ -199,8 +210,18 @@ func (p *program) Embed(dst, table backend.Tensor) {
 }
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
-	p.flush()
 	d, a, g := act(dst), act(x), act(w)
+	if h := p.held; h != nil && h.d == a && p.hnorm == nil && foldsNorm(p.e.k, p.fz.on, p.e.normQ8, d) {
+		p.held, p.hnorm = nil, &heldNorm{add: h, d: d, x: a, w: g, eps: eps}
+		return
+	}
+	p.flush()
+	p.recordNorm(d, a, g, eps)
+}
+
+// recordNorm records RMSNorm d = norm(a)·g, writing the copies the
+// products of d read.
+func (p *program) recordNorm(d, a, g *tensor, eps float32) {
 	defer func() { p.norm = &normed{dst: d, x: a, w: g, eps: eps} }()
 	if c, blocked := p.f16Out(d); c != nil {
 		// The result feeds products on the matrix units, which will want
@@ -242,6 +263,11 @@ func (p *program) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
+	if takesFold(p.e.k, p.hnorm, m, a) {
+		p.fold()
+	} else if p.held != nil || p.hnorm != nil {
+		p.flush()
+	}
 	if p.fz.product(d, m, a) {
 		return
 	}
@@ -259,7 +285,7 @@ func (p *program) matMul(d, m, a *tensor) {
 		return
 	}
 	if p.e.k.UseQ8(m.typ) {
-		p.productQ8(d, m, a, nil)
+		p.productQ8(d, m, a, nil, nil)
 		return
 	}
 	p.op(bindings(m.b, a.b), bindings(d.b), func() error {
@@ -285,7 +311,10 @@ func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 		return
 	}
 	if p.e.k.UseQ8(m.typ) {
-		p.productQ8(d, m, a, res)
+		if p.holdAdd(d, a, addFolds(p.e.k, m), func(out *kernels.NormOut, writes []vk.Binding) { p.productQ8(d, m, a, res, out, writes...) }) {
+			return
+		}
+		p.productQ8(d, m, a, res, nil)
 		return
 	}
 	p.op(bindings(m.b, a.b, res.b), bindings(d.b), func() error {
@@ -470,22 +499,34 @@ func q8Able(t *tensor) bool { return t.cols%32 == 0 && t.b.Off%16 == 0 }
 // 8-bit copy of x, rounding x first unless a kernel since its last write
 // already did (the norm before the q, k and v projections writes it, and
 // the first of those products otherwise rounds it for all three).
-func (p *program) productQ8(d, m, a, r *tensor) {
+// With out (a residual product holding a norm's fold) it writes the
+// fold's copy and sums as well, which lie in also; on a folded norm's
+// output it scales by its 1/rms.
+func (p *program) productQ8(d, m, a, r *tensor, out *kernels.NormOut, also ...vk.Binding) {
 	c := p.q8Copy(a)
 	if c == nil {
 		return
 	}
-	p.refresh(c, a, p.e.k.QuantizeQ8)
+	in := p.normIn(a)
+	if in == nil {
+		p.refresh(c, a, p.e.k.QuantizeQ8)
+	}
 	reads := bindings(m.b, c.b)
 	var res *vk.Binding
 	if r != nil {
 		reads, res = append(reads, r.b), &r.b
 	}
-	p.op(reads, bindings(d.b), func() error {
+	if in != nil {
+		reads = append(reads, in.Parts)
+	}
+	if out != nil {
+		reads = append(reads, out.W)
+	}
+	p.op(reads, append(bindings(d.b), also...), func() error {
 		if !p.e.k.MatVecTakes(a.rows) { // never with a residual: MatMulAdd adds it apart
 			return p.e.k.MatMulQ8(p.seq, d.b, m.b, c.b, m.typ, a.rows, m.rows, m.cols, p.e.k.TileQ8For(a.rows))
 		}
-		return p.e.k.MatVecQ8With(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVecQ8For(m.rows, m.cols))
+		return p.e.k.MatVecQ8Norm(p.seq, d.b, m.b, c.b, res, m.typ, a.rows, m.rows, m.cols, p.e.k.MatVecQ8For(m.rows, m.cols), out, in)
 	})
 }
 
@@ -873,6 +914,9 @@ func (p *program) Close() {
 // flush records the head-norm chain, the pending fusions and the held
 // expert product, in the order their ops came.
 func (p *program) flush() {
+	if p.held != nil || p.hnorm != nil {
+		p.resolve()
+	}
 	if h := p.fz.takeHeads(); h != nil {
 		p.recordHeads(h)
 	}
@@ -904,10 +948,15 @@ func (p *program) recordFusion(fu *fusion) {
 		if c == nil {
 			return
 		}
-		p.refresh(c, fu.x, p.e.k.QuantizeQ8)
+		if st.NormIn = p.normIn(fu.x); st.NormIn == nil {
+			p.refresh(c, fu.x, p.e.k.QuantizeQ8)
+		}
 		st.X = c.b
 	}
 	reads, writes := bindings(st.X), []vk.Binding(nil)
+	if st.NormIn != nil {
+		reads = append(reads, st.NormIn.Parts)
+	}
 	for j, m := range st.Mats {
 		reads = append(reads, m.W)
 		if m.Bias != nil {

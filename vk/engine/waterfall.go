@@ -79,9 +79,11 @@ func (p *program) count(first int, reads, writes []vk.Binding) {
 		}
 		if w, ok := e.weightRefs[vk.Binding{Buf: b.Buf, Off: b.Off}]; ok {
 			t.weights += min(size, w.bytes)
-			if w.layer >= 0 {
+			// The first weight names the layer: a product with a folded
+			// norm reads the next layer's norm weight after its matrix.
+			if w.layer >= 0 && !named {
 				t.layer, named = w.layer, true
-			} else {
+			} else if w.layer < 0 {
 				outside = true
 			}
 			continue

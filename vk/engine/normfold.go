@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vkinfer/vkinfer/quant"
+	"github.com/vkinfer/vkinfer/vk"
+	"github.com/vkinfer/vkinfer/vk/kernels"
+)
+
+// The RMSNorm folded into its neighbours (FuseNorm, kernels.NormOut and
+// NormIn, docs/KERNELS.md): a decode product that adds into the residual
+// stream is held (heldAdd); an RMSNorm of its result right after is held
+// with it (heldNorm); if the next op is an 8-bit matrix-vector product of
+// the norm's output, the held product is recorded writing that output's
+// q8 copy and block sums, and the norm is never recorded: its products
+// scale by 1/rms themselves. Any other next op records both as they came.
+// The output of a folded norm holds no f32 values: the products that read
+// it must all take the q8 copy, which the engine ensures by folding only
+// where every weight that reads a norm's output takes 8-bit activations
+// (normReader), and program.op refuses any other read.
+
+// heldAdd is a product into the residual d, held; record records it, with
+// out (not nil) writing the folded norm's copy and sums too, which then
+// lie in writes.
+type heldAdd struct {
+	d      *tensor
+	record func(out *kernels.NormOut, writes []vk.Binding)
+}
+
+// heldNorm is an RMSNorm d = norm(x)·w of a held product's result.
+type heldNorm struct {
+	add     *heldAdd
+	d, x, w *tensor
+	eps     float32
+}
+
+// folded is the state of a folded norm's output: the block sums its
+// products read, while no other fold has written over them.
+type folded struct {
+	parts vk.Binding
+	eps   float32
+	live  bool
+}
+
+// normReader says whether weight name is a matrix that reads the output
+// of a norm with another product beside it (q, k and v; gate and up), so
+// that one of them cannot take a folded norm if another does (biases are
+// not products).
+func normReader(name string) bool {
+	for _, s := range []string{".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight", ".ffn_gate.weight", ".ffn_up.weight",
+		".ffn_gate_exps.weight", ".ffn_up_exps.weight"} {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// foldsNorm says whether an RMSNorm into d may fold into the held product
+// before it: the fusion on, every norm reader in 8 bits, one to
+// MaxMatVecCols rows written with their q8 copy in whole blocks.
+func foldsNorm(k *kernels.Kernels, on Fusion, allQ8 bool, d *tensor) bool {
+	return on&FuseNorm != 0 && allQ8 && k.MatVecTakes(d.rows) && q8Able(d) && !coopF16Takes(k, d)
+}
+
+// addFolds says whether a residual product of weights m (q8) can take
+// NormOut in its built-in shape.
+func addFolds(k *kernels.Kernels, m *tensor) bool {
+	return k.UseQ8(m.typ) && k.NormFolds(m.rows, m.cols)
+}
+
+// takesFold says whether a product of weights m with the held norm's
+// output a reads its q8 copy on a matrix-vector kernel, and so can take
+// NormIn.
+func takesFold(k *kernels.Kernels, n *heldNorm, m, a *tensor) bool {
+	return n != nil && n.d == a && k.UseQ8(m.typ) && k.MatVecTakes(a.rows)
+}
+
+// holdAdd holds a residual product into d of activations a, whose kernel
+// can take NormOut where folds, for a norm after it, or says it cannot
+// (the caller records it).
+func (p *program) holdAdd(d, a *tensor, folds bool, record func(out *kernels.NormOut, writes []vk.Binding)) bool {
+	if !folds || p.fz.on&FuseNorm == 0 || !p.e.normQ8 || !p.e.k.MatVecTakes(d.rows) || d.cols%32 != 0 {
+		return false
+	}
+	if _, ok := p.scaled[a]; ok {
+		return false // a product of a folded norm's copy reads the sums it would write
+	}
+	p.held = &heldAdd{d: d, record: record}
+	return true
+}
+
+// resolve records what is held as it came: the product, then the norm.
+func (p *program) resolve() {
+	h, n := p.held, p.hnorm
+	p.held, p.hnorm = nil, nil
+	if n != nil {
+		n.add.record(nil, nil)
+		p.recordNorm(n.d, n.x, n.w, n.eps)
+	} else if h != nil {
+		h.record(nil, nil)
+	}
+}
+
+// fold records the held product with the held norm folded into it.
+func (p *program) fold() {
+	n := p.hnorm
+	p.held, p.hnorm = nil, nil
+	c := p.q8Out(n.d)
+	if c == nil {
+		return
+	}
+	size := kernels.NormPartsBytes(n.d.rows, n.d.cols)
+	if p.normParts == nil || p.normParts.Size() < size {
+		b, err := p.buffer(size, false)
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		p.normParts = b
+	}
+	parts := vk.Binding{Buf: p.normParts, Size: size}
+	n.add.record(&kernels.NormOut{W: n.w.b, Q8: c.b, Parts: parts}, bindings(c.b, parts))
+	c.fresh = true
+	p.scaled[n.d] = &folded{parts: parts, eps: n.eps, live: true}
+}
+
+// normIn is the NormIn of a product reading a's q8 copy: nil where a is
+// no folded norm's output.
+func (p *program) normIn(a *tensor) *kernels.NormIn {
+	f, ok := p.scaled[a]
+	if !ok {
+		return nil
+	}
+	if !f.live {
+		p.fail(fmt.Errorf("internal: a folded norm's %dx%d output read after its sums were overwritten", a.rows, a.cols))
+		return nil
+	}
+	return &kernels.NormIn{Parts: f.parts, Eps: f.eps}
+}
+
+// foldedReads fails a dispatch that reads a folded norm's output in f32,
+// and tracks its writes: a write of the output ends its fold, one of the
+// sums the older folds'.
+func (p *program) foldedReads(reads, writes []vk.Binding) {
+	for t := range p.scaled {
+		for _, b := range reads {
+			if b.Buf == t.b.Buf {
+				p.fail(fmt.Errorf("internal: a folded norm's %dx%d output read in f32", t.rows, t.cols))
+			}
+		}
+	}
+	for t, f := range p.scaled {
+		for _, b := range writes {
+			if b.Buf == t.b.Buf {
+				delete(p.scaled, t)
+				break
+			}
+			if b.Buf == f.parts.Buf {
+				f.live = false
+			}
+		}
+	}
+}
+
+// normQ8 says, for the fold's rule, whether weight name of type t
+// takes 8-bit activations where it reads a norm's output.
+func normQ8(k *kernels.Kernels, name string, t quant.Type) bool {
+	return !normReader(name) || k.UseQ8(t)
+}
