@@ -59,11 +59,17 @@ func normReader(name string) bool {
 }
 
 // foldsNorm says whether an RMSNorm into d may fold into the held product
-// before it: the fusion on, every norm reader in 8 bits, one to
-// MaxMatVecCols rows written with their q8 copy in whole blocks.
+// before it: the fusion on, every norm reader in 8 bits, one row (a
+// token's decode) written with its q8 copy in whole blocks.
 func foldsNorm(k *kernels.Kernels, on Fusion, allQ8 bool, d *tensor) bool {
-	return on&FuseNorm != 0 && allQ8 && k.MatVecTakes(d.rows) && q8Able(d) && !coopF16Takes(k, d)
+	return on&FuseNorm != 0 && allQ8 && foldsRows(d.rows) && q8Able(d) && !coopF16Takes(k, d)
 }
+
+// foldsRows says whether a product of n columns folds a norm: one. The
+// kernels take up to MaxMatVecCols, but with 4 sequences decoding
+// together the counters of every column's blocks cost more than the
+// norm's dispatch (docs/KERNELS.md).
+func foldsRows(n int) bool { return n == 1 }
 
 // addFolds says whether a residual product of weights m (q8) can take
 // NormOut in its built-in shape.
@@ -82,7 +88,7 @@ func takesFold(k *kernels.Kernels, n *heldNorm, m, a *tensor) bool {
 // can take NormOut where folds, for a norm after it, or says it cannot
 // (the caller records it).
 func (p *program) holdAdd(d, a *tensor, folds bool, record func(out *kernels.NormOut, writes []vk.Binding)) bool {
-	if !folds || p.fz.on&FuseNorm == 0 || !p.e.normQ8 || !p.e.k.MatVecTakes(d.rows) || d.cols%32 != 0 {
+	if !folds || p.fz.on&FuseNorm == 0 || !p.e.normQ8 || !foldsRows(d.rows) || d.cols%32 != 0 {
 		return false
 	}
 	if _, ok := p.scaled[a]; ok {

@@ -170,7 +170,7 @@ type planNorm struct {
 
 // holdAdd is program.holdAdd.
 func (o *planOps) holdAdd(d, a *tensor, folds bool, list func(out bool)) bool {
-	if !folds || o.fz.on&FuseNorm == 0 || !o.pl.normQ8 || !o.pl.e.k.MatVecTakes(d.rows) || d.cols%32 != 0 {
+	if !folds || o.fz.on&FuseNorm == 0 || !o.pl.normQ8 || !foldsRows(d.rows) || d.cols%32 != 0 {
 		return false
 	}
 	if _, ok := o.scaled[a]; ok {
