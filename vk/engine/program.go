@@ -510,6 +510,10 @@ func (p *program) productQ8(d, m, a, r *tensor, out *kernels.NormOut, also ...vk
 	in := p.normIn(a)
 	if in == nil {
 		p.refresh(c, a, p.e.k.QuantizeQ8)
+	} else if !p.e.k.MatVecTakes(a.rows) {
+		// takesFold folds only before matrix-vector products.
+		p.fail(fmt.Errorf("internal: a tiled product of a folded norm's %dx%d output", a.rows, a.cols))
+		return
 	}
 	reads := bindings(m.b, c.b)
 	var res *vk.Binding
