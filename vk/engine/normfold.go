@@ -21,9 +21,9 @@ import (
 // where every weight that reads a norm's output takes 8-bit activations
 // (normReader), and program.op refuses any other read.
 
-// heldAdd is a product into the residual d, held; record records it, with
-// out (not nil) writing the folded norm's copy and sums too, which then
-// lie in writes.
+// heldAdd is a product into the residual d, held; record records it (a
+// plan lists it), with out (not nil) writing the folded norm's copy and
+// sums too, which then lie in writes.
 type heldAdd struct {
 	d      *tensor
 	record func(out *kernels.NormOut, writes []vk.Binding)
@@ -34,6 +34,60 @@ type heldNorm struct {
 	add     *heldAdd
 	d, x, w *tensor
 	eps     float32
+}
+
+// normHold is what program and a plan's planOps hold for a fold: a
+// residual product, and once the norm after it comes, the norm with it.
+// The rules are here once; each holder records (or lists) what it takes.
+type normHold struct {
+	add  *heldAdd
+	norm *heldNorm
+}
+
+// holding says whether anything is held.
+func (h *normHold) holding() bool { return h.add != nil || h.norm != nil }
+
+// holdAdd holds a residual product into d of activations a, whose kernel
+// can take NormOut where folds, for a norm after it, or says it cannot
+// (the caller records it): the fusion on, every norm reader in 8 bits
+// (allQ8), one token's row, and a not itself a folded norm's output
+// (scaledIn: the product would read the sums it writes).
+func (h *normHold) holdAdd(on Fusion, allQ8, scaledIn bool, d *tensor, folds bool, record func(out *kernels.NormOut, writes []vk.Binding)) bool {
+	if !folds || on&FuseNorm == 0 || !allQ8 || !foldsRows(d.rows) || d.cols%32 != 0 || scaledIn {
+		return false
+	}
+	h.add = &heldAdd{d: d, record: record}
+	return true
+}
+
+// holdNorm holds RMSNorm d = norm(x)·w with the held product that wrote x
+// (held by holdAdd's rules), where the products of d read its q8 copy
+// (rows of whole blocks, not the matrix units' f16), or says it cannot
+// (the caller records what is held, then the norm).
+func (h *normHold) holdNorm(k *kernels.Kernels, d, x, w *tensor, eps float32) bool {
+	if h.add == nil || h.add.d != x || h.norm != nil || !q8Able(d) || coopF16Takes(k, d) {
+		return false
+	}
+	h.add, h.norm = nil, &heldNorm{add: h.add, d: d, x: x, w: w, eps: eps}
+	return true
+}
+
+// takes says whether a product of weights m and activations a folds the
+// held norm: a reads the norm's output, in 8 bits, on a matrix-vector
+// kernel, so it can take NormIn.
+func (h *normHold) takes(k *kernels.Kernels, m, a *tensor) bool {
+	return h.norm != nil && h.norm.d == a && k.UseQ8(m.typ) && k.MatVecTakes(a.rows)
+}
+
+// take returns what is held and forgets it: the product to record (the
+// held norm's, if one is held) and the norm, either nil.
+func (h *normHold) take() (*heldAdd, *heldNorm) {
+	add, n := h.add, h.norm
+	if n != nil {
+		add = n.add
+	}
+	h.add, h.norm = nil, nil
+	return add, n
 }
 
 // folded is the state of a folded norm's output: the block sums its
@@ -58,13 +112,6 @@ func normReader(name string) bool {
 	return false
 }
 
-// foldsNorm says whether an RMSNorm into d may fold into the held product
-// before it: the fusion on, every norm reader in 8 bits, one row (a
-// token's decode) written with its q8 copy in whole blocks.
-func foldsNorm(k *kernels.Kernels, on Fusion, allQ8 bool, d *tensor) bool {
-	return on&FuseNorm != 0 && allQ8 && foldsRows(d.rows) && q8Able(d) && !coopF16Takes(k, d)
-}
-
 // foldsRows says whether a product of n columns folds a norm: one. The
 // kernels take up to MaxMatVecCols, but with 4 sequences decoding
 // together the counters of every column's blocks cost more than the
@@ -77,43 +124,20 @@ func addFolds(k *kernels.Kernels, m *tensor) bool {
 	return k.UseQ8(m.typ) && k.NormFolds(m.rows, m.cols)
 }
 
-// takesFold says whether a product of weights m with the held norm's
-// output a reads its q8 copy on a matrix-vector kernel, and so can take
-// NormIn.
-func takesFold(k *kernels.Kernels, n *heldNorm, m, a *tensor) bool {
-	return n != nil && n.d == a && k.UseQ8(m.typ) && k.MatVecTakes(a.rows)
-}
-
-// holdAdd holds a residual product into d of activations a, whose kernel
-// can take NormOut where folds, for a norm after it, or says it cannot
-// (the caller records it).
-func (p *program) holdAdd(d, a *tensor, folds bool, record func(out *kernels.NormOut, writes []vk.Binding)) bool {
-	if !folds || p.fz.on&FuseNorm == 0 || !p.e.normQ8 || !foldsRows(d.rows) || d.cols%32 != 0 {
-		return false
-	}
-	if _, ok := p.scaled[a]; ok {
-		return false // a product of a folded norm's copy reads the sums it would write
-	}
-	p.held = &heldAdd{d: d, record: record}
-	return true
-}
-
 // resolve records what is held as it came: the product, then the norm.
 func (p *program) resolve() {
-	h, n := p.held, p.hnorm
-	p.held, p.hnorm = nil, nil
+	add, n := p.hold.take()
+	if add != nil {
+		add.record(nil, nil)
+	}
 	if n != nil {
-		n.add.record(nil, nil)
 		p.recordNorm(n.d, n.x, n.w, n.eps)
-	} else if h != nil {
-		h.record(nil, nil)
 	}
 }
 
 // fold records the held product with the held norm folded into it.
 func (p *program) fold() {
-	n := p.hnorm
-	p.held, p.hnorm = nil, nil
+	_, n := p.hold.take()
 	c := p.q8Out(n.d)
 	if c == nil {
 		return

@@ -147,56 +147,28 @@ type planOps struct {
 	routed map[*tensor]int // program.routed
 	norm   *normed         // program.norm
 	err    error
-	// held, hnorm and scaled are program's: a held residual product lists
-	// its pipeline with the fold's NormOut or without; scaled holds the
-	// folded norms' outputs with their eps.
-	held   *planHeld
-	hnorm  *planNorm
+	// hold and scaled are program's: a held residual product lists its
+	// pipeline, with the fold's where it gets a NormOut (empty: a plan has
+	// no bindings); scaled holds the folded norms' outputs with their eps.
+	hold   normHold
 	scaled map[*tensor]float32
-}
-
-// planHeld is program's heldAdd: list adds its pipeline.
-type planHeld struct {
-	d    *tensor
-	list func(out bool)
-}
-
-// planNorm is program's heldNorm.
-type planNorm struct {
-	add     *planHeld
-	d, x, w *tensor
-	eps     float32
-}
-
-// holdAdd is program.holdAdd.
-func (o *planOps) holdAdd(d, a *tensor, folds bool, list func(out bool)) bool {
-	if !folds || o.fz.on&FuseNorm == 0 || !o.pl.normQ8 || !foldsRows(d.rows) || d.cols%32 != 0 {
-		return false
-	}
-	if _, ok := o.scaled[a]; ok {
-		return false
-	}
-	o.held = &planHeld{d: d, list: list}
-	return true
 }
 
 // resolve is program.resolve.
 func (o *planOps) resolve() {
-	h, n := o.held, o.hnorm
-	o.held, o.hnorm = nil, nil
+	add, n := o.hold.take()
+	if add != nil {
+		add.record(nil, nil)
+	}
 	if n != nil {
-		n.add.list(false)
 		o.listNorm(n.d, n.x, n.w, n.eps)
-	} else if h != nil {
-		h.list(false)
 	}
 }
 
 // fold is program.fold.
 func (o *planOps) fold() {
-	n := o.hnorm
-	o.held, o.hnorm = nil, nil
-	n.add.list(true)
+	_, n := o.hold.take()
+	n.add.record(&kernels.NormOut{}, nil)
 	o.q8Out(n.d)
 	o.q8[n.d] = true
 	o.scaled[n.d] = n.eps
@@ -210,7 +182,7 @@ func (o *planOps) normIn(a *tensor) (bool, float32) {
 }
 
 func (o *planOps) add(op string, wave int, s vk.PipelineSpec) {
-	if o.held != nil || o.hnorm != nil {
+	if o.hold.holding() {
 		o.resolve()
 	}
 	o.norm = nil
@@ -290,8 +262,7 @@ func (o *planOps) Embed(dst, table backend.Tensor) {
 
 func (o *planOps) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	d := act(dst)
-	if h := o.held; h != nil && h.d == act(x) && o.hnorm == nil && foldsNorm(o.pl.e.k, o.fz.on, o.pl.normQ8, d) {
-		o.held, o.hnorm = nil, &planNorm{add: h, d: d, x: act(x), w: act(w), eps: eps}
+	if o.hold.holdNorm(o.pl.e.k, d, act(x), act(w), eps) {
 		return
 	}
 	o.flush()
@@ -329,9 +300,9 @@ func (o *planOps) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
 
 func (o *planOps) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
-	if o.hnorm != nil && o.hnorm.d == a && o.pl.e.k.UseQ8(m.typ) && o.pl.e.k.MatVecTakes(a.rows) {
+	if o.hold.takes(o.pl.e.k, m, a) {
 		o.fold()
-	} else if o.held != nil || o.hnorm != nil {
+	} else if o.hold.holding() {
 		o.flush()
 	}
 	if o.fz.product(d, m, a) {
@@ -421,7 +392,9 @@ func (o *planOps) MatMulAdd(dst, w, x, r backend.Tensor) {
 		o.Add(dst, r, o.prod)
 		return
 	case k.UseQ8(m.typ):
-		if o.holdAdd(d, a, addFolds(k, m), func(out bool) { o.productQ8(d, m, a, true, out); o.wrote(d) }) {
+		_, scaledIn := o.scaled[a]
+		if o.hold.holdAdd(o.fz.on, o.pl.normQ8, scaledIn, d, addFolds(k, m),
+			func(out *kernels.NormOut, _ []vk.Binding) { o.productQ8(d, m, a, true, out != nil); o.wrote(d) }) {
 			return
 		}
 		o.productQ8(d, m, a, true, false)
@@ -695,7 +668,7 @@ func (o *planOps) fail(err error) {
 // flush is program.flush.
 func (o *planOps) flush() {
 	k := o.pl.e.k
-	if o.held != nil || o.hnorm != nil {
+	if o.hold.holding() {
 		o.resolve()
 	}
 	if h := o.fz.takeHeads(); h != nil {

@@ -84,11 +84,10 @@ type program struct {
 	// sorts holds a prefill's pairs sorted by expert (moe_sort), kept
 	// like q8 and stale once Route writes their ids again.
 	sorts map[sortKey]*actCopy
-	// held and hnorm are a residual product and the norm after it, held
-	// for a fold (normfold.go); scaled the folded norms' outputs, and
-	// normParts their block sums.
-	held      *heldAdd
-	hnorm     *heldNorm
+	// hold is a residual product and the norm after it, held for a fold
+	// (normfold.go); scaled the folded norms' outputs, and normParts their
+	// block sums.
+	hold      normHold
 	scaled    map[*tensor]*folded
 	normParts *vk.Buffer
 }
@@ -134,7 +133,7 @@ func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
 // decode costs more than many of the kernels themselves. The first error is
 // kept and returned by Record.
 func (p *program) op(reads, writes []vk.Binding, record func() error) {
-	if p.held != nil || p.hnorm != nil {
+	if p.hold.holding() {
 		p.resolve()
 	}
 	p.foldedReads(reads, writes)
@@ -211,8 +210,7 @@ func (p *program) Embed(dst, table backend.Tensor) {
 
 func (p *program) RMSNorm(dst, x, w backend.Tensor, eps float32) {
 	d, a, g := act(dst), act(x), act(w)
-	if h := p.held; h != nil && h.d == a && p.hnorm == nil && foldsNorm(p.e.k, p.fz.on, p.e.normQ8, d) {
-		p.held, p.hnorm = nil, &heldNorm{add: h, d: d, x: a, w: g, eps: eps}
+	if p.hold.holdNorm(p.e.k, d, a, g, eps) {
 		return
 	}
 	p.flush()
@@ -263,9 +261,9 @@ func (p *program) RMSNormAdd(dst, x, w, r backend.Tensor, eps float32) {
 
 func (p *program) MatMul(dst, w, x backend.Tensor) {
 	d, m, a := act(dst), act(w), act(x)
-	if takesFold(p.e.k, p.hnorm, m, a) {
+	if p.hold.takes(p.e.k, m, a) {
 		p.fold()
-	} else if p.held != nil || p.hnorm != nil {
+	} else if p.hold.holding() {
 		p.flush()
 	}
 	if p.fz.product(d, m, a) {
@@ -311,7 +309,9 @@ func (p *program) MatMulAdd(dst, w, x, r backend.Tensor) {
 		return
 	}
 	if p.e.k.UseQ8(m.typ) {
-		if p.holdAdd(d, a, addFolds(p.e.k, m), func(out *kernels.NormOut, writes []vk.Binding) { p.productQ8(d, m, a, res, out, writes...) }) {
+		_, scaledIn := p.scaled[a]
+		if p.hold.holdAdd(p.fz.on, p.e.normQ8, scaledIn, d, addFolds(p.e.k, m),
+			func(out *kernels.NormOut, writes []vk.Binding) { p.productQ8(d, m, a, res, out, writes...) }) {
 			return
 		}
 		p.productQ8(d, m, a, res, nil)
@@ -511,7 +511,7 @@ func (p *program) productQ8(d, m, a, r *tensor, out *kernels.NormOut, also ...vk
 	if in == nil {
 		p.refresh(c, a, p.e.k.QuantizeQ8)
 	} else if !p.e.k.MatVecTakes(a.rows) {
-		// takesFold folds only before matrix-vector products.
+		// normHold.takes folds only before matrix-vector products.
 		p.fail(fmt.Errorf("internal: a tiled product of a folded norm's %dx%d output", a.rows, a.cols))
 		return
 	}
@@ -918,7 +918,7 @@ func (p *program) Close() {
 // flush records the head-norm chain, the pending fusions and the held
 // expert product, in the order their ops came.
 func (p *program) flush() {
-	if p.held != nil || p.hnorm != nil {
+	if p.hold.holding() {
 		p.resolve()
 	}
 	if h := p.fz.takeHeads(); h != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/vkinfer/vkinfer/quant"
@@ -151,14 +152,27 @@ func TestNormFold(t *testing.T) {
 			}
 		})
 	}
-	d := whole(kern.dummy)
+	// One buffer large enough for every operand, so that each call is
+	// refused for the reason it names and for no other.
+	d := whole(buffer(t, 1<<20, nil))
 	out := &NormOut{W: d, Q8: d, Parts: d}
-	expectRejected(t, []rejected{
-		{"a fold without a residual", k.MatVecQ8Norm(nil, d, d, d, nil, quant.Q4_K, 1, 32, 256, k.MatVecQ8For(32, 256), out, nil)},
-		{"both roles", k.MatVecQ8Norm(nil, d, d, d, &d, quant.Q4_K, 1, 32, 256, k.MatVecQ8For(32, 256), out, &NormIn{Parts: d})},
-		{"3 rows a workgroup", k.MatVecQ8Norm(nil, d, d, d, &d, quant.Q4_K, 1, 96, 256, MatVecShape{Lanes: 32, Rows: 3, Unroll: 1}, out, nil)},
-		{"rows of 48", k.MatVecQ8Norm(nil, d, d, d, &d, quant.Q4_K, 1, 48, 256, MatVecShape{Lanes: 32, Rows: 4, Unroll: 1}, out, nil)},
-		{"a stack in f32", k.MatVecStack(nil, Stack{Type: quant.Q4_K, N: 1, K: 256, X: d, NormIn: &NormIn{Parts: d},
-			Mats: []StackMat{{W: d, Rows: 32, Out: d}}})},
-	})
+	for _, c := range []struct {
+		name, why string
+		err       error
+	}{
+		{"a fold without a residual", "needs the residual",
+			k.MatVecQ8Norm(nil, d, d, d, nil, quant.Q4_K, 1, 32, 256, k.MatVecQ8For(32, 256), out, nil)},
+		{"both roles", "in one dispatch",
+			k.MatVecQ8Norm(nil, d, d, d, &d, quant.Q4_K, 1, 32, 256, k.MatVecQ8For(32, 256), out, &NormIn{Parts: d})},
+		{"3 rows a workgroup", "rows a workgroup",
+			k.MatVecQ8Norm(nil, d, d, d, &d, quant.Q4_K, 1, 96, 256, MatVecShape{Lanes: 32, Rows: 3, Unroll: 1}, out, nil)},
+		{"rows of 48", "multiple of 32",
+			k.MatVecQ8Norm(nil, d, d, d, &d, quant.Q4_K, 1, 48, 256, MatVecShape{Lanes: 32, Rows: 4, Unroll: 1}, out, nil)},
+		{"a stack in f32", "in 8 bits",
+			k.MatVecStack(nil, Stack{Type: quant.Q4_K, N: 1, K: 256, X: d, NormIn: &NormIn{Parts: d}, Mats: []StackMat{{W: d, Rows: 32, Out: d}}})},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.why) {
+			t.Errorf("%s: got %v, want a refusal for %q", c.name, c.err, c.why)
+		}
+	}
 }
