@@ -11,8 +11,9 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 1) const uint MAXE = 1024; // most experts
+layout(constant_id = 1) const uint MAXE = 1024; // experts (the Go side passes E)
 layout(constant_id = 2) const bool NORM = true;
+layout(constant_id = 3) const uint SGMIN = 32; // the narrowest subgroup the device runs
 
 layout(binding = 0) readonly buffer Logits { float logits[]; };
 layout(binding = 1) writeonly buffer Ids { float ids[]; };
@@ -28,8 +29,8 @@ layout(push_constant) uniform Push {
 
 void main() {
     uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (row >= pc.rows) {
-        return; // whole workgroup: barriers below stay uniform
+    if (row >= pc.rows || gl_SubgroupID != 0u) {
+        return; // the top-k is the first subgroup's alone
     }
     route_row(row);
 }

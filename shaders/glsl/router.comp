@@ -15,6 +15,11 @@
 // x² + eps) · g), which every workgroup computes itself from x (K values,
 // a few KB from the cache): the dispatch then reads what the norm before
 // it reads, not what it writes, and runs beside it instead of after it.
+// The norm's factor is one number a token, so the loop that reads x sums
+// its squares beside the products of x·g, and the factor scales the sums
+// after: one pass over x and one reduction, not a pass for the norm and a
+// barrier before the product's. The last workgroup's first subgroup routes
+// the token (route.glsl).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -23,10 +28,12 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 1) const uint MAXE = 1024; // most experts
+layout(constant_id = 1) const uint MAXE = 1024; // experts (the Go side passes E)
 layout(constant_id = 2) const bool NORM = true;
 layout(constant_id = 3) const uint RW = 4; // experts per workgroup
 layout(constant_id = 4) const bool RMS = false;
+layout(constant_id = 5) const uint SGMIN = 32; // the narrowest subgroup the device runs
+const uint TRIP = RW <= 4u ? 2u : 1u;          // vec4s of the row a lane loads at once
 
 // logits is written by every workgroup and read back by the last.
 layout(binding = 0) coherent buffer Logits { float logits[]; };
@@ -57,50 +64,58 @@ void main() {
     uint sg = gl_SubgroupID, nsg = gl_NumSubgroups;
     uint xb = row * pc.K4;
 
-    float scale = 1.0;
-    if (RMS) {
-        float ss = 0.0;
-        for (uint i = lane; i < pc.K4; i += WG) {
-            vec4 v = x4[xb + i];
-            ss += dot(v, v);
-        }
-        ss = subgroupAdd(ss);
-        if (subgroupElect()) {
-            red[RW][sg] = ss;
-        }
-        barrier();
-        ss = 0.0;
-        for (uint i = 0u; i < nsg; i++) {
-            ss += red[RW][i];
-        }
-        scale = inversesqrt(ss / float(4u * pc.K4) + pc.eps);
-    }
-
     // Experts past E repeat the last (computed, never written), so the
     // loop needs no branch around its loads.
     float acc[RW];
     [[unroll]] for (uint r = 0u; r < RW; r++) {
         acc[r] = 0.0;
     }
-    for (uint i = lane; i < pc.K4; i += WG) {
-        vec4 v = x4[xb + i];
-        if (RMS) {
-            v *= g4[i];
+    // TRIP vec4s of the row a lane and trip, all their loads issued before
+    // any product: Qwen3-30B-A3B's 2048 values are one trip of 256 lanes in
+    // decode. Prefill's 16 experts a workgroup take one vec4 a trip: two
+    // held 32 vec4s of weights a lane (256 VGPRs on polaris10).
+    float ss = 0.0;
+    for (uint i0 = lane; i0 < pc.K4; i0 += TRIP * WG) {
+        vec4 v[TRIP];
+        vec4 wv[TRIP][RW];
+        [[unroll]] for (uint h = 0u; h < TRIP; h++) {
+            // Past the row the last vec4 repeats, with no weight.
+            uint i = min(i0 + h * WG, pc.K4 - 1u);
+            v[h] = i0 + h * WG < pc.K4 ? x4[xb + i] : vec4(0.0);
+            [[unroll]] for (uint r = 0u; r < RW; r++) {
+                wv[h][r] = w4[min(e0 + r, pc.E - 1u) * pc.K4 + i];
+            }
         }
-        [[unroll]] for (uint r = 0u; r < RW; r++) {
-            acc[r] += dot(w4[min(e0 + r, pc.E - 1u) * pc.K4 + i], v);
+        [[unroll]] for (uint h = 0u; h < TRIP; h++) {
+            if (RMS) {
+                ss += dot(v[h], v[h]);
+                v[h] *= g4[min(i0 + h * WG, pc.K4 - 1u)];
+            }
+            [[unroll]] for (uint r = 0u; r < RW; r++) {
+                acc[r] += dot(wv[h][r], v[h]);
+            }
         }
     }
     [[unroll]] for (uint r = 0u; r < RW; r++) {
         acc[r] = subgroupAdd(acc[r]);
     }
+    ss = subgroupAdd(ss);
     if (subgroupElect()) {
         [[unroll]] for (uint r = 0u; r < RW; r++) {
             red[r][sg] = acc[r];
         }
+        red[RW][sg] = ss;
     }
     barrier();
     if (lane == 0u) {
+        float scale = 1.0;
+        if (RMS) {
+            ss = 0.0;
+            for (uint i = 0u; i < nsg; i++) {
+                ss += red[RW][i];
+            }
+            scale = inversesqrt(ss / float(4u * pc.K4) + pc.eps);
+        }
         for (uint r = 0u; r < RW && e0 + r < pc.E; r++) {
             float s = 0.0;
             for (uint i = 0u; i < nsg; i++) {
@@ -120,8 +135,8 @@ void main() {
     }
     controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
-    if (!last) {
-        return; // whole workgroup: route_row's barriers stay uniform
+    if (!last || sg != 0u) {
+        return; // the top-k is subgroup 0's alone: no barrier follows
     }
     route_row(row);
     if (lane == 0u) {

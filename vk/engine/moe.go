@@ -288,9 +288,9 @@ func (o *planOps) Route(ids, weights, logits, router, x backend.Tensor, k int, n
 	o.routed[id] = l.cols
 	if fused {
 		rms := o.norm.feeds(a)
-		o.add(fmt.Sprintf("router %dx%d F32, top %d", l.cols, a.cols, k), 0, o.pl.e.k.RouterSpec(norm, rms, a.rows))
+		o.add(fmt.Sprintf("router %dx%d F32, top %d", l.cols, a.cols, k), 0, o.pl.e.k.RouterSpec(norm, rms, a.rows, l.cols))
 	} else {
-		o.add(fmt.Sprintf("route top %d of %d", k, l.cols), 0, o.pl.e.k.RouteSpec(norm))
+		o.add(fmt.Sprintf("route top %d of %d", k, l.cols), 0, o.pl.e.k.RouteSpec(norm, l.cols))
 	}
 	o.wrote(l)
 	o.wrote(id)

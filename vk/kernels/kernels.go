@@ -359,12 +359,15 @@ func (k *Kernels) pipeline(s vk.PipelineSpec) (*vk.Pipeline, error) {
 
 // subgroups is the most subgroups a workgroup of n invocations can hold:
 // the size of the shared-memory stage of reduce.glsl.
-func (k *Kernels) subgroups(n int) uint32 {
-	narrowest := k.info.MinSubgroupSize
-	if narrowest <= 0 {
-		narrowest = k.info.SubgroupSize
+func (k *Kernels) subgroups(n int) uint32 { return uint32(ceil(n, int(k.narrowest()))) }
+
+// narrowest is the narrowest subgroup the device runs.
+func (k *Kernels) narrowest() uint32 {
+	n := k.info.MinSubgroupSize
+	if n <= 0 {
+		n = k.info.SubgroupSize
 	}
-	return uint32(ceil(n, max(narrowest, 1)))
+	return uint32(max(n, 1))
 }
 
 // GridLimit is the Vulkan minimum of maxComputeWorkGroupCount in each

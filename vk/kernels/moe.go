@@ -35,7 +35,7 @@ func (k *Kernels) Route(s *vk.Sequence, ids, weights, logits vk.Binding, rows, e
 	if err := need("route weights", weights, f32(rows*topK)); err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.RouteSpec(norm))
+	p, err := k.pipeline(k.RouteSpec(norm, experts))
 	if err != nil {
 		return err
 	}
@@ -45,9 +45,10 @@ func (k *Kernels) Route(s *vk.Sequence, ids, weights, logits vk.Binding, rows, e
 	return nil
 }
 
-// RouteSpec is the pipeline Route builds.
-func (k *Kernels) RouteSpec(norm bool) vk.PipelineSpec {
-	return spec("route", 3, 12, 0, Lanes, MaxExperts, b32(norm))
+// RouteSpec is the pipeline Route builds for experts experts (its top-k
+// holds that many in registers).
+func (k *Kernels) RouteSpec(norm bool, experts int) vk.PipelineSpec {
+	return spec("route", 3, 12, 0, Lanes, uint32(experts), b32(norm), k.narrowest())
 }
 
 // RouterRowsFor is how many experts' logits a router workgroup computes
@@ -63,11 +64,11 @@ func RouterRowsFor(rows int) int {
 }
 
 // routerLanes is the router's workgroup size for rows tokens. In decode the
-// dispatch is a chain of dependent steps (the norm's pass over x, the
-// product's pass over K, the last workgroup's top-k), and each pass is as
-// many dependent loads per lane as K has values per lane: 256 lanes take
-// Qwen3-30B-A3B's 2048 in two vec4 loads, where 64 took eight. A prefill
-// batch has workgroups enough in its tokens.
+// dispatch is a chain of dependent steps (the pass over x and the rows of
+// W, the last workgroup's top-k), and the pass is as many trips per lane
+// as K has pairs of vec4s per lane: 256 lanes take Qwen3-30B-A3B's 2048
+// values in one, where 64 took four. A prefill batch has workgroups
+// enough in its tokens.
 func (k *Kernels) routerLanes(rows int) int {
 	if rows <= MaxMatVecCols {
 		return min(256, k.info.MaxWorkgroupInvocations)
@@ -131,7 +132,7 @@ func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, 
 			return err
 		}
 	}
-	p, err := k.pipeline(k.RouterSpec(renorm, norm != nil, rows))
+	p, err := k.pipeline(k.RouterSpec(renorm, norm != nil, rows, experts))
 	if err != nil {
 		return err
 	}
@@ -145,9 +146,11 @@ func (k *Kernels) Router(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, 
 	return nil
 }
 
-// RouterSpec is the pipeline Router builds for rows tokens.
-func (k *Kernels) RouterSpec(renorm, rms bool, rows int) vk.PipelineSpec {
-	return spec("router", 7, 20, 0, uint32(k.routerLanes(rows)), MaxExperts, b32(renorm), uint32(RouterRowsFor(rows)), b32(rms))
+// RouterSpec is the pipeline Router builds for rows tokens and experts
+// experts (its top-k holds that many in registers).
+func (k *Kernels) RouterSpec(renorm, rms bool, rows, experts int) vk.PipelineSpec {
+	return spec("router", 7, 20, 0, uint32(k.routerLanes(rows)), uint32(experts), b32(renorm), uint32(RouterRowsFor(rows)), b32(rms),
+		k.narrowest())
 }
 
 // MatVecID records matvec_id.comp, llama.cpp's mul_mat_id for decode: w
