@@ -95,6 +95,16 @@ uint first_key(uint pos, uint n, uint p) {
     return first;
 }
 
+// key_split is key_range's keys with a share of at least least tiles, and
+// (z) how many splits have keys: those from it on have none.
+uvec3 key_split(uint pos, uint n, uint q0, uint end, uint least) {
+    const uint first = first_key(pos, n, q0);
+    const uint nsplit = gl_NumWorkGroups.z;
+    const uint share = max(((end - first + nsplit - 1u) / nsplit + BC - 1u) / BC, least) * BC;
+    const uint kb = min(first + gl_WorkGroupID.z * share, end);
+    return uvec3(kb, min(kb + share, end), max((end - first + share - 1u) / share, 1u));
+}
+
 // key_range returns this workgroup's keys [kb, ke), positions: its split's
 // share (gl_WorkGroupID.z of gl_NumWorkGroups.z, in whole tiles of BC) of
 // the keys its queries see, from first_key of its first query (at q0) to
@@ -102,11 +112,7 @@ uint first_key(uint pos, uint n, uint p) {
 // of its first query are never visited: a sliding-window layer costs
 // O(window), not O(depth). The range spans at most ctx positions.
 uvec2 key_range(uint pos, uint n, uint q0, uint end) {
-    const uint first = first_key(pos, n, q0);
-    const uint nsplit = gl_NumWorkGroups.z;
-    const uint share = ((end - first + nsplit - 1u) / nsplit + BC - 1u) / BC * BC;
-    const uint kb = min(first + gl_WorkGroupID.z * share, end);
-    return uvec2(kb, min(kb + share, end));
+    return key_split(pos, n, q0, end, 1u).xy;
 }
 
 // ring_row returns the cache row of key position k in [kb, ke) of the

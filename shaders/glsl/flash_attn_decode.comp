@@ -98,6 +98,7 @@ layout(constant_id = 11) const bool Q8OUT = false;
 layout(std430, binding = 5) coherent readonly buffer BP { vec4 part[]; };
 layout(std430, binding = 6) coherent readonly buffer BPML { vec2 part_ml[]; };
 layout(std430, binding = 7) writeonly buffer BF { vec4 merged[]; }; // [n_q][n_head][D]
+layout(std430, binding = 7) writeonly buffer BFS { float merged_f[]; };
 layout(std430, binding = 8) writeonly buffer Q8W { uint q8w[]; };
 layout(std430, binding = 8) writeonly buffer Q8F { float q8f[]; };
 layout(std430, binding = 9) coherent buffer BCNT { uint counts[]; };
@@ -116,6 +117,8 @@ layout(constant_id = 12) const uint HM = 1;
 // keys are its own sequence's 0..p (or its window), so the splits' shares
 // differ from row to row; the merge weighs an empty share as nothing.
 layout(constant_id = 13) const bool SEQ_ROWS = false;
+// LEAST: the fewest steps of keys a split takes (see key_split).
+const uint LEAST = 4u;
 layout(std430, binding = 4) readonly buffer BSR { uvec2 step_rows[]; };
 // The key loop's weights per slot and, from SCB on, the scores of a max
 // raise (WSZ), and after the loop HM heads' O of each slot for the final
@@ -150,16 +153,25 @@ void main() {
     // row's window, up to its causal limit.
     const uint kv_stride = pc.n_kv_head * D;
     uint kv_off = kvh * D;
-    uvec2 keys;
+    // A split takes LEAST steps at least, so that early in a sequence
+    // (the split count is the one for the whole context) the keys sit in
+    // few splits: the splits past them return at once, and one split alone
+    // writes the output itself, with no partials, count or merge.
+    uvec3 keys;
     if (SEQ_ROWS) {
         const uvec2 ps = step_rows[qrow];
         kv_off += ps.y * pc.ctx * kv_stride; // its sequence's region
-        keys = key_range(ps.x, 1u, ps.x, ps.x + 1u);
+        keys = key_split(ps.x, 1u, ps.x, ps.x + 1u, LEAST);
     } else {
         kv_off += step_seq * pc.ctx * kv_stride;
         const uint pos = step_pos;
-        keys = key_range(pos, pc.n_q, pos + qrow, pos + qrow + 1);
+        keys = key_split(pos, pc.n_q, pos + qrow, pos + qrow + 1, LEAST);
     }
+    const uint used = keys.z; // uniform in the workgroup, as its row is
+    if (SPLIT && gl_WorkGroupID.z >= used) {
+        return; // no keys: nothing to write or count
+    }
+    const bool split = SPLIT && used > 1u;
     const uint kb = keys.x;
     const uint ke = keys.y;
     ring_init(kb);
@@ -441,7 +453,7 @@ void main() {
                 acc += w * shm[(r * HM + hh) * D + d];
             }
             const uint row = qrow * pc.n_head + head0 + h0 + hh; // row of [n_q][n_head]
-            if (SPLIT) {
+            if (split) {
                 const uint pr = gl_WorkGroupID.z * pc.n_q * pc.n_head + row;
                 o_out[pr * D + d] = acc;
                 if (d == 0) {
@@ -449,7 +461,11 @@ void main() {
                 }
             } else {
                 const float o = lsum > 0.0 ? acc / lsum : 0.0; // a fully masked row outputs 0
-                o_out[row * D + d] = o;
+                if (SPLIT) {
+                    merged_f[row * D + d] = o; // the one split with keys
+                } else {
+                    o_out[row * D + d] = o;
+                }
                 if (Q8OUT) {
                     // Kept for the rounding below. Only this lane reads or
                     // writes shm[x] in this round: it read slot 0's O of
@@ -458,7 +474,7 @@ void main() {
                 }
             }
         }
-        if (Q8OUT && !SPLIT) {
+        if (Q8OUT && !split) {
             // The 8-bit copy for the output projection, a block of 32
             // values of one head per lane (D is a multiple of 32), so that
             // decode needs no quantization dispatch after attention. The
@@ -476,7 +492,7 @@ void main() {
             }
         }
     }
-    if (!SPLIT) {
+    if (!split) {
         return;
     }
 
@@ -495,14 +511,14 @@ void main() {
                    gl_SemanticsAcquireRelease);
     if (lane == 0) {
         last = atomicAdd(counts[col], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease) ==
-               gl_NumWorkGroups.z - 1;
+               used - 1u;
     }
     controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
     if (!last) {
         return;
     }
-    merge_rows(qrow * pc.n_head + head0, HG, pc.n_q * pc.n_head, gl_NumWorkGroups.z, lane);
+    merge_rows(qrow * pc.n_head + head0, HG, pc.n_q * pc.n_head, used, lane);
     if (lane == 0) {
         // Every split has counted and none will again in this dispatch; a
         // plain store (no atomic round trip) leaves the counter at zero for
