@@ -524,10 +524,11 @@ func TestFlashAttnManySplits(t *testing.T) {
 		{inputs{dim: 128, gqa: 8, kvHeads: 2, kv: 1000, queries: 1}, variant{1, 64, attention.MaxSplits, attention.StageAuto, 0, 0}},
 		{inputs{dim: 256, gqa: 1, kvHeads: 2, kv: 255, queries: 7, mask: true}, variant{8, 32, attention.MaxSplits, attention.StageAuto, 0, 0}},
 		// Early in a long context: the keys fill only the first splits
-		// (two steps a split at least), or the first alone, which then
-		// writes the output itself; the rest return at once.
+		// (flash_attn_decode's LEAST steps a split at least), or the first
+		// alone, which then writes the output itself; the rest return at
+		// once.
 		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 40, queries: 1}, variant{1, 32, 8, attention.StageAuto, 0, 0}},
-		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 100, queries: 1}, variant{1, 32, 8, attention.StageAuto, 0, 0}},
+		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 600, queries: 1}, variant{1, 32, 8, attention.StageAuto, 0, 0}},
 		{inputs{dim: 64, gqa: 2, kvHeads: 2, kv: 3, queries: 1}, variant{1, 32, attention.MaxSplits, attention.StageAuto, 0, 0}},
 	})
 }
@@ -990,9 +991,9 @@ func TestFlashAttnQ8Output(t *testing.T) {
 		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}, attention.Prefs{Br: 8, Splits: 8}},
 		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 1000, queries: 3}, attention.Prefs{Br: 1, Splits: 1}},
 		// A split plan early in its context: one split with keys (which
-		// writes the copy itself), then two.
+		// writes the copy itself), then a few of the eight.
 		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 40, queries: 1}, attention.Prefs{Br: 1, Splits: 8}},
-		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 100, queries: 1}, attention.Prefs{Br: 1, Splits: 8}},
+		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 600, queries: 1}, attention.Prefs{Br: 1, Splits: 8}},
 		{inputs{dim: 128, gqa: 4, kvHeads: 2, kv: 77, queries: 2}, attention.Prefs{Br: 1, Splits: 1, Heads: 2}},
 		{inputs{dim: 64, gqa: 4, kvHeads: 1, kv: 300, queries: 1}, attention.Prefs{Br: 1, Splits: 1, Heads: 1, Groups: 2}},
 		{inputs{dim: 96, gqa: 3, kvHeads: 3, kv: 257, queries: 2}, attention.Prefs{Br: 1, Splits: 1}},
