@@ -139,10 +139,12 @@ void main() {
         return; // the top-k is subgroup 0's alone: no barrier follows
     }
     route_row(row);
-    if (lane == 0u) {
+    if (subgroupElect()) {
         // Every workgroup of the token has counted and none will again in
         // this dispatch; a plain store leaves the counter at zero for the
-        // next one, which a barrier separates from this.
+        // next one, which a barrier separates from this. (By one of the
+        // subgroup that routed: which subgroup invocation 0 falls in is
+        // the driver's choice.)
         counts[row] = 0u;
     }
 }
