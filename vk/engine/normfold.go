@@ -90,6 +90,18 @@ func (h *normHold) take() (*heldAdd, *heldNorm) {
 	return add, n
 }
 
+// resolve records what is held as it came: the product, then the norm
+// (by norm, which records or lists it).
+func (h *normHold) resolve(norm func(n *heldNorm)) {
+	add, n := h.take()
+	if add != nil {
+		add.record(nil, nil)
+	}
+	if n != nil {
+		norm(n)
+	}
+}
+
 // folded is the state of a folded norm's output: the block sums its
 // products read, while no other fold has written over them.
 type folded struct {
@@ -126,13 +138,7 @@ func addFolds(k *kernels.Kernels, m *tensor) bool {
 
 // resolve records what is held as it came: the product, then the norm.
 func (p *program) resolve() {
-	add, n := p.hold.take()
-	if add != nil {
-		add.record(nil, nil)
-	}
-	if n != nil {
-		p.recordNorm(n.d, n.x, n.w, n.eps)
-	}
+	p.hold.resolve(func(n *heldNorm) { p.recordNorm(n.d, n.x, n.w, n.eps) })
 }
 
 // fold records the held product with the held norm folded into it.

@@ -156,13 +156,7 @@ type planOps struct {
 
 // resolve is program.resolve.
 func (o *planOps) resolve() {
-	add, n := o.hold.take()
-	if add != nil {
-		add.record(nil, nil)
-	}
-	if n != nil {
-		o.listNorm(n.d, n.x, n.w, n.eps)
-	}
+	o.hold.resolve(func(n *heldNorm) { o.listNorm(n.d, n.x, n.w, n.eps) })
 }
 
 // fold is program.fold.
