@@ -16,41 +16,48 @@
 // subgroups of SG invocations. Per tile of BC keys:
 //   1. the mask tile (MASK) goes to shared memory as f32 log2 units; when
 //      no entry is live the tile is skipped (uniformly: a flag in shared);
-//   2. the K tile is staged as f16 [key][D+8] (keys past the range as 0);
+//   2. the K tile is staged as f16 [key][D+8] (keys past the range as 0),
+//      a 16-byte store per 8 values;
 //   3. S = Q·Kᵀ: the ROWS x BC score fragments are spread over the
 //      subgroups, each summing D/CM_K products of a Q fragment and a K
-//      fragment, and stored transposed (f32 [key][row]) to shSO. Q is
+//      fragment, and stored as f32 [row][BC+4] to shS. Q is
 //      pre-scaled by scale·log2e and rounded to f16 once. With QREG (head
 //      dims up to 128) a subgroup always takes the same block of CM_M rows
 //      (NSG is a multiple of ROWS/CM_M) and keeps that block's D/CM_K Q
 //      fragments in registers for the whole walk; wider heads read them
 //      from shQ (in registers they would spill on RDNA3);
 //   4. the lanes own rows: LPR = W/ROWS lanes per row, each a strided
-//      share of its columns and of its head dims. They mask the scores,
+//      share of its column pairs (j*LPR + sub). They read their scores
+//      once, a pair at a time, mask them and keep them in registers,
 //      reduce the row max through shared memory (no subgroup operations:
 //      the emulation's virtual subgroups need not match the hardware's),
 //      and meanwhile the V tile replaces K in shKV;
-//   5. P = exp2(S - m) rounded to f16 into shP (the row sum l adds the
-//      rounded weights, so that O/l weighs with exactly what P·V used);
-//      m is a reference max that moves only when a score passes it by
-//      more than RESCALE, so P stays below 2^RESCALE;
+//   5. P = exp2(S - m) rounded to f16 into shP, a pair a store (the row
+//      sum l adds the rounded weights, so that O/l weighs with exactly
+//      what P·V used); m is a reference max that moves only when a score
+//      passes it by more than RESCALE, so P stays below 2^RESCALE;
 //   6. O += P·V: the ROWS x D output fragments are spread over the
 //      subgroups, each keeping the same ones for the whole walk as f32
 //      accumulators. In a tile where some row's reference moved, each is
 //      first scaled row by row by alpha = exp2(m_old - m_new), an
 //      accumulator-shaped fragment constant along its rows (coopmat.glsl's
 //      R, from shA4), which is rare once the walk is past its first
-//      tiles. No tile stores P·V to shared memory for the lanes to fold
-//      in: after the walk the fragments pass once through shSO, and the
-//      lanes divide by l and write.
+//      tiles. Where a subgroup's output fragments are all in one block of
+//      rows (PHOIST), it loads that block's P fragments once for all of
+//      them. No tile stores P·V to shared memory for the lanes to fold
+//      in: after the walk the fragments pass once through shS, BC head
+//      dims at a time, and the lanes divide by l and write.
+// Every shared-memory access of the walk but the mask tile's is 8 or 16
+// bytes wide: the kernel is bound by its instructions more than by the
+// matrix units (docs/KERNELS.md).
 // Barriers (barrier(), in uniform control flow: lavapipe treats subgroup
 // barriers as workgroup ones) separate the phases; five per tile.
 //
 // Shared memory (halves for f16): shQ ROWS(D+8) without QREG, shKV
-// BC(D+8) (with QREG, Q passes through it first: ROWS <= BC), shP
-// ROWS(BC+8), shSO max(BC, D)(ROWS+4) floats, mtile BR(BC+1) floats with
-// MASK (rounded up to 4), W floats of row partials, ROWS floats of alpha
-// and two 16-byte flags.
+// max(BC, ROWS)(D+8) (ROWS with QREG: Q passes through it first), shP
+// ROWS(BC+8), shS ROWS(BC+4) floats, mtile BR(BC+1) floats with MASK
+// (rounded up to 4), W floats of row partials, ROWS floats of alpha and
+// two 16-byte flags.
 // Row strides and every variable's size are multiples of 16 bytes, as the
 // cooperative-matrix loads and stores want (below).
 //
@@ -72,18 +79,21 @@ const uint SGV = SG; // the emulation's virtual subgroup size
 const uint NSG = W / SG;                 // subgroups
 const uint ROWS = BR * HG;               // query rows
 const uint LPR = W / ROWS;               // lanes per row
-const uint NO = (D + LPR - 1) / LPR;     // head dims per lane
-const uint NS = (BC + LPR - 1) / LPR;    // tile columns per lane
+const uint PPR = BC / 2u;                // column pairs of a tile row
+const uint NPL = (PPR + LPR - 1u) / LPR; // pairs per lane: j*LPR + sub
 const uint DP = D + 8u;                  // shKV row stride (halves)
+const bool QREG = D <= 128u;             // Q fragments in registers
+// Rows of shKV: a tile's keys, or the block's query rows where more (with
+// QREG, Q passes through it before the walk).
+const uint KVR = QREG && ROWS > BC ? ROWS : BC;
 const uint PP = BC + 8u;                 // shP row stride (halves)
-const uint SS = ROWS + 4u;               // shSO row stride (floats)
+const uint SSR = BC + 4u;                // shS row stride (floats): S, or BC dims of O
 const uint MS = BC + 1u;                 // mtile row stride (floats)
 const uint FM = ROWS / CM_M;             // fragments along the rows
 const uint FS = FM * (BC / CM_N);        // score fragments
 const uint FO = FM * (D / CM_N);         // output fragments
-const uint SOR = BC > D ? BC : D;        // rows of shSO
-const bool QREG = D <= 128u;             // Q fragments in registers
 const uint FOS = (FO + NSG - 1u) / NSG;  // output fragments a subgroup keeps
+const bool PHOIST = NSG % FM == 0u;      // a subgroup's outputs in one row block
 // A row's reference max moves only when a score passes it by more than
 // RESCALE (log2 units): P stays below 2^RESCALE in f16, and O's fragments
 // are rescaled only in the tiles where some row's reference moved.
@@ -98,9 +108,54 @@ const float RESCALE = 8.0;
 // arrays 4 bytes off and its fragment loads read wrong addresses
 // (docs/KERNELS.md).
 shared float16_t shQ[QREG ? 8u : ROWS * DP];
-shared float16_t shKV[BC * DP];
-shared float16_t shP[ROWS * PP];
-shared float shSO[SOR * SS];
+#ifdef COOPMAT_EMULATE
+shared float16_t shKV[KVR * DP];
+
+// kv_put8 stores the 8 halves of w (the first in the low half of w.x) at
+// half o of shKV (a multiple of 8).
+void kv_put8(uint o, uvec4 w) {
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        const f16vec2 h = unpackFloat2x16(w[i]);
+        shKV[o + 2u * i] = h.x;
+        shKV[o + 2u * i + 1u] = h.y;
+    }
+}
+#define KV_LOAD_A(a, off, stride) CM_LOAD_A(a, shKV, off, stride)
+#define KV_LOAD_BT(b, off, stride) CM_LOAD_BT(b, shKV, off, stride)
+#define KV_LOAD_B(b, off, stride) CM_LOAD_B(b, shKV, off, stride)
+#else
+// On the matrix units shKV is an array of 16-byte words, so that the
+// tiles go in with one 16-byte store per 8 values, not eight 2-byte ones;
+// the fragment loads count offsets and strides in words (DP and every
+// offset below are multiples of 8 halves).
+shared uvec4 shKV[KVR * DP / 8u];
+
+void kv_put8(uint o, uvec4 w) { shKV[o / 8u] = w; }
+#define KV_LOAD_A(a, off, stride) coopMatLoad(a, shKV, (off) / 8u, (stride) / 8u, gl_CooperativeMatrixLayoutRowMajor)
+#define KV_LOAD_BT(b, off, stride) coopMatLoad(b, shKV, (off) / 8u, (stride) / 8u, gl_CooperativeMatrixLayoutColumnMajor)
+#define KV_LOAD_B(b, off, stride) coopMatLoad(b, shKV, (off) / 8u, (stride) / 8u, gl_CooperativeMatrixLayoutRowMajor)
+#endif
+// shP holds f16 pairs, shS float pairs: the lanes read and write a pair
+// of columns at once.
+shared uint shP[ROWS * PP / 2u];
+shared vec2 shS[ROWS * SSR / 2u];
+#ifdef COOPMAT_EMULATE
+// S_STORE: shS[off + m*stride + n] = c[m][n]; P_LOAD_A: a[m][k] = the
+// half off + m*stride + k of shP (places in floats and halves).
+#define S_STORE(c, off, stride)                                 \
+    for (uint cm_e = gl_LocalInvocationIndex % SGV; cm_e < CM_M * CM_N; cm_e += SGV) { \
+        uint cm_i = (off) + (cm_e / CM_N) * (stride) + cm_e % CM_N; \
+        shS[cm_i >> 1][cm_i & 1u] = (c)[cm_e];                  \
+    }
+#define P_LOAD_A(a, off, stride)                                \
+    for (uint cm_e = 0u; cm_e < CM_M * CM_K; cm_e++) {          \
+        uint cm_h = (off) + (cm_e / CM_K) * (stride) + cm_e % CM_K; \
+        (a)[cm_e] = float16_t(unpackHalf2x16(shP[cm_h >> 1])[cm_h & 1u]); \
+    }
+#else
+#define S_STORE(c, off, stride) coopMatStore(c, shS, (off) / 2u, (stride) / 2u, gl_CooperativeMatrixLayoutRowMajor)
+#define P_LOAD_A(a, off, stride) coopMatLoad(a, shP, (off) / 2u, (stride) / 2u, gl_CooperativeMatrixLayoutRowMajor)
+#endif
 shared float mtile[MASK ? (BR * MS + 3u) & ~3u : 4u];
 shared float redm[W];
 shared vec4 shA4[ROWS / 4u]; // each row's alpha, for the row fragments of O's rescale
@@ -138,14 +193,26 @@ void put(bool v, uint lane) {
     [[unroll]] for (uint j = 0u; j < KVN; j++) {
         const uint it = lane + j * W;
         if (it < BC * KVU) {
-            const uint o = (it / KVU) * DP + 8u * (it % KVU);
-            const uvec4 w = v ? vreg[j] : kreg[j];
-            const f16vec2 h0 = unpackFloat2x16(w.x), h1 = unpackFloat2x16(w.y);
-            const f16vec2 h2 = unpackFloat2x16(w.z), h3 = unpackFloat2x16(w.w);
-            shKV[o] = h0.x; shKV[o + 1u] = h0.y; shKV[o + 2u] = h1.x; shKV[o + 3u] = h1.y;
-            shKV[o + 4u] = h2.x; shKV[o + 5u] = h2.y; shKV[o + 6u] = h3.x; shKV[o + 7u] = h3.y;
+            kv_put8((it / KVU) * DP + 8u * (it % KVU), v ? vreg[j] : kreg[j]);
         }
     }
+}
+
+// masked is the pair of scores s of columns c, c+1 of tile t in row qi of
+// the query block, past the mask (MASK: mtile's log2 units added, NEG
+// where masked) or the causal range and the window.
+vec2 masked(vec2 s, uint t, uint c, uint qi, uint ke, uint last_key, uint first) {
+    vec2 r;
+    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+        if (MASK) {
+            const float mv = mtile[qi * MS + c + i];
+            r[i] = mv > NEG_HALF ? s[i] + mv : NEG;
+        } else {
+            const uint key = t + c + i;
+            r[i] = (key < ke && key <= last_key && key >= first) ? s[i] : NEG;
+        }
+    }
+    return r;
 }
 
 void main() {
@@ -177,15 +244,26 @@ void main() {
     // Q rows, scaled into log2 units and rounded to f16; rows past the
     // batch are zero (they write nothing).
     const float qscale = pc.scale * LOG2E;
-    for (uint e = lane; e < ROWS * D; e += W) {
-        const uint r = e / D, d = e % D;
-        float x = 0.0;
-        if (r % BR < qn) {
-            x = q_in[(q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d] * qscale;
+    if (QREG) {
+        // 8 values at a time, one store each.
+        for (uint e = lane; e < ROWS * D / 8u; e += W) {
+            const uint r = e / (D / 8u), d = 8u * (e % (D / 8u));
+            uvec4 w = uvec4(0u);
+            if (r % BR < qn) {
+                const uint at = (q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d;
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    w[i] = packFloat2x16(f16vec2(q_in[at + 2u * i] * qscale, q_in[at + 2u * i + 1u] * qscale));
+                }
+            }
+            kv_put8(r * DP + d, w);
         }
-        if (QREG) {
-            shKV[r * DP + d] = float16_t(x);
-        } else {
+    } else {
+        for (uint e = lane; e < ROWS * D; e += W) {
+            const uint r = e / D, d = e % D;
+            float x = 0.0;
+            if (r % BR < qn) {
+                x = q_in[(q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d] * qscale;
+            }
             shQ[r * DP + d] = float16_t(x);
         }
     }
@@ -194,7 +272,7 @@ void main() {
         barrier(); // Q is staged
         const uint qmi = sg % FM; // the subgroup's row block, every tile
         for (uint j = 0u; j < D / CM_K; j++) {
-            CM_LOAD_A(qa[j], shKV, qmi * CM_M * DP + j * CM_K, DP);
+            KV_LOAD_A(qa[j], qmi * CM_M * DP + j * CM_K, DP);
         }
     }
     if (lane == 0u) {
@@ -241,7 +319,7 @@ void main() {
         put(false, lane);
         barrier(); // the K tile is written
 
-        // S = Q·Kᵀ, transposed into shSO: [key][row].
+        // S = Q·Kᵀ into shS: [row][key].
         // Trip counts uniform across the workgroup: the fragment operations
         // stay out of loops whose bounds depend on the subgroup.
         for (uint f0 = 0u; f0 < FS; f0 += NSG) {
@@ -252,7 +330,7 @@ void main() {
             CM_ZERO(acc[0]);
             for (uint j = 0u; j < D / CM_K; j++) {
                 CM_DECL_B(b, 1);
-                CM_LOAD_BT(b[0], shKV, nj * CM_N * DP + j * CM_K, DP);
+                KV_LOAD_BT(b[0], nj * CM_N * DP + j * CM_K, DP);
                 if (QREG) {
                     CM_MULADD(acc[0], qa[j], b[0]);
                 } else {
@@ -262,25 +340,20 @@ void main() {
                 }
             }
             if (own) {
-                CM_STORE_CT(acc[0], shSO, nj * CM_N * SS + mi * CM_M, SS);
+                S_STORE(acc[0], mi * CM_M * SSR + nj * CM_N, SSR);
             }
         }
         barrier(); // the scores are written; K is no longer read
 
-        // Mask the lane's scores, and its partial row max; V replaces K.
+        // The lane's partial row max of its masked scores; V replaces K.
         float pmax = NEG;
-        [[unroll]] for (uint j = 0u; j < NS; j++) {
-            const uint c = sub + j * LPR;
-            if (c < BC) {
-                float s = shSO[c * SS + row];
-                if (MASK) {
-                    const float mv = mtile[qi * MS + c];
-                    s = mv > NEG_HALF ? s + mv : NEG;
-                } else {
-                    s = (t + c < ke && t + c <= last_key && t + c >= first) ? s : NEG;
-                }
-                shSO[c * SS + row] = s;
-                pmax = max(pmax, s);
+        vec2 sv[NPL];
+        [[unroll]] for (uint j = 0u; j < NPL; j++) {
+            const uint pr = j * LPR + sub;
+            sv[j] = vec2(NEG);
+            if (pr < PPR) {
+                sv[j] = masked(shS[(row * SSR) / 2u + pr], t, 2u * pr, qi, ke, last_key, first);
+                pmax = max(pmax, max(sv[j].x, sv[j].y));
             }
         }
         redm[lane] = pmax;
@@ -301,12 +374,12 @@ void main() {
         const float alpha = moves ? exp2(m - m_use) : 1.0;
         m = m_new;
         float psum = 0.0;
-        [[unroll]] for (uint j = 0u; j < NS; j++) {
-            const uint c = sub + j * LPR;
-            if (c < BC) {
-                const float16_t p = float16_t(exp2(shSO[c * SS + row] - m_use));
-                shP[row * PP + c] = p;
-                psum += float(p);
+        [[unroll]] for (uint j = 0u; j < NPL; j++) {
+            const uint pr = j * LPR + sub;
+            if (pr < PPR) {
+                const f16vec2 p = f16vec2(exp2(sv[j] - m_use));
+                shP[(row * PP) / 2u + pr] = packFloat2x16(p);
+                psum += float(p.x) + float(p.y);
             }
         }
         l = l * alpha + psum;
@@ -321,6 +394,14 @@ void main() {
         // O = O·alpha + P·V, fragment by fragment; the rescale only where
         // some row's reference moved (uniform: one flag read by all).
         const bool rescale = moved == tile;
+        // Where every output fragment of a subgroup is in one block of rows
+        // (NSG a multiple of FM), its P fragments are loaded once for all.
+        CM_DECL_A(pa, PHOIST ? BC / CM_K : 1u);
+        if (PHOIST) {
+            CM_UNROLL for (uint kk = 0u; kk < BC / CM_K; kk++) {
+                P_LOAD_A(pa[kk], (sg % FM) * CM_M * PP + kk * CM_K, PP);
+            }
+        }
         CM_UNROLL for (uint k = 0u; k < FOS; k++) {
             const uint f = min(k * NSG + sg, FO - 1u);
             const uint mi = f % FM, dj = f / FM;
@@ -329,40 +410,46 @@ void main() {
                 CM_LOAD_R4(ra[0], shA4, mi * CM_M / 4u);
                 CM_MUL_R(oacc[k], ra[0]);
             }
-            for (uint kk = 0u; kk < BC; kk += CM_K) {
-                CM_DECL_A(a, 1);
+            for (uint kk = 0u; kk < BC / CM_K; kk++) {
                 CM_DECL_B(b, 1);
-                CM_LOAD_A(a[0], shP, mi * CM_M * PP + kk, PP);
-                CM_LOAD_B(b[0], shKV, kk * DP + dj * CM_N, DP);
-                CM_MULADD(oacc[k], a[0], b[0]);
+                KV_LOAD_B(b[0], kk * CM_K * DP + dj * CM_N, DP);
+                if (PHOIST) {
+                    CM_MULADD(oacc[k], pa[kk], b[0]);
+                } else {
+                    CM_DECL_A(a, 1);
+                    P_LOAD_A(a[0], mi * CM_M * PP + kk * CM_K, PP);
+                    CM_MULADD(oacc[k], a[0], b[0]);
+                }
             }
         }
     }
 
-    // The row's sum from its lanes' shares, and O through shSO ([dim][row]).
-    barrier(); // the last tile's readers of shSO and redm are done
+    // The row's sum from its lanes' shares, then O through shS ([row][dim])
+    // in chunks of BC dims, the scores' rows' width.
+    barrier(); // the last tile's readers of shS and redm are done
     redm[lane] = l;
-    CM_UNROLL for (uint k = 0u; k < FOS; k++) {
-        const uint f = k * NSG + sg;
-        if (f < FO) {
-            CM_STORE_CT(oacc[k], shSO, (f / FM) * CM_N * SS + (f % FM) * CM_M, SS);
-        }
-    }
     barrier();
     float tl = 0.0;
     for (uint i = 0u; i < LPR; i++) {
         tl += redm[row * LPR + i];
     }
-
-    if (qi >= qn) {
-        return;
-    }
-    const float f = tl > 0.0 ? 1.0 / tl : 0.0; // a fully masked row outputs 0
+    const float fl = tl > 0.0 ? 1.0 / tl : 0.0; // a fully masked row outputs 0
     const uint obase = (qrow * pc.n_head + head0 + hl) * D;
-    [[unroll]] for (uint j = 0u; j < NO; j++) {
-        const uint d = sub + j * LPR;
-        if (d < D) {
-            o_out[obase + d] = shSO[d * SS + row] * f;
+    for (uint c0 = 0u; c0 < D; c0 += BC) {
+        CM_UNROLL for (uint k = 0u; k < FOS; k++) {
+            const uint f = k * NSG + sg;
+            const uint dc = (f / FM) * CM_N;
+            if (f < FO && dc >= c0 && dc < c0 + BC) {
+                S_STORE(oacc[k], (f % FM) * CM_M * SSR + dc - c0, SSR);
+            }
         }
+        barrier(); // the chunk is written
+        if (qi < qn) {
+            for (uint d = c0 + sub; d < min(c0 + BC, D); d += LPR) {
+                const uint at = row * SSR + d - c0;
+                o_out[obase + d] = shS[at >> 1][at & 1u] * fl;
+            }
+        }
+        barrier(); // the chunk is read
     }
 }

@@ -63,13 +63,17 @@ func (p CoopPlan) String() string {
 // for a geometry (keep in step with the shader's declarations).
 func coopShared(d, br, heads, bc, lanes int, mask bool) int {
 	rows := br * heads
-	n := bc*(d+8)*2 + rows*(bc+8)*2 // shKV, shP (f16)
+	kvr := bc
+	if coopQReg(d) {
+		kvr = max(bc, rows) // Q passes through the K/V tile
+	}
+	n := kvr*(d+8)*2 + rows*(bc+8)*2 // shKV, shP (f16)
 	if coopQReg(d) {
 		n += 16 // shQ's placeholder
 	} else {
 		n += rows * (d + 8) * 2
 	}
-	n += max(bc, d) * (rows + 4) * 4 // shSO
+	n += rows * (bc + 4) * 4 // shS
 	if mask {
 		n += (br*(bc+1) + 3) / 4 * 16 // mtile, whole 16-byte units
 	} else {
@@ -93,11 +97,13 @@ type coopTile struct{ heads, bc int }
 
 // coopTiles are the geometries tried, in order: the first that the GQA
 // group, the head dim and the device's shared memory allow. Measured on the
-// H200 (Llama-3-8B's attention, 512 queries at depths 8192 and 16384,
-// docs/BENCHMARKS.md): 2 heads x 64 keys 54-55 TFLOP/s, 1 x 32 50-51, 1 x
-// 64 46-47, 1 x 16 35. The kernel is bound by latency more than by K/V
-// traffic: smaller tiles leave room for more workgroups on a compute unit.
-var coopTiles = []coopTile{{2, 64}, {1, 32}, {1, 64}, {2, 32}, {1, 16}}
+// H200 (Llama-3-8B's and Qwen3-30B-A3B's attention, 512 queries at depth
+// 16384, docs/KERNELS.md), with four lanes a row: 4 heads x 64 keys 130
+// TFLOP/s, 4 x 32 120, 2 x 32 102, 2 x 64 80; with eight, 1 x 32 67, 1 x
+// 64 55. More q-heads share each K/V tile; the registers a lane holds
+// (the next tile's K and V, its scores and output fragments) set how
+// many workgroups share a compute unit.
+var coopTiles = []coopTile{{4, 64}, {4, 32}, {2, 32}, {2, 64}, {1, 32}, {1, 64}, {1, 16}}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
 // saying why Record runs the scalar kernel instead: the kernel is off
@@ -157,16 +163,22 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		}
 		q := p
 		q.Heads, q.Bc = t.heads, t.bc
-		if coopQReg(sh.HeadDim) && q.Rows() > t.bc { // Q passes through the K/V tile
-			continue
-		}
-		// Four subgroups, or more until every row has whole lanes and the
-		// subgroups split evenly over the row blocks (each keeps one
-		// block's Q fragments).
+		// Four lanes a row on the matrix units (at least four subgroups),
+		// or more until every row has whole lanes and the subgroups split
+		// evenly over the row blocks (each keeps one block's Q
+		// fragments). Four lanes a row keep a lane's share of the
+		// scores and of the output fragments small: 64 rows on 8
+		// subgroups held 194 registers a lane on the H200, on 4 they held
+		// 255 and spilled. The emulation keeps 4 subgroups: its lanes
+		// each hold whole fragments.
 		q.Subgroups = 4
+		if !f.coopEmu {
+			q.Subgroups = max(4, 4*q.Rows()/q.Subgroup)
+		}
 		for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
 			q.Subgroups *= 2
 		}
+
 		if q.Lanes() > f.info.MaxWorkgroupInvocations {
 			continue
 		}
