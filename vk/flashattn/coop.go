@@ -98,11 +98,11 @@ type coopTile struct{ heads, bc int }
 // coopTiles are the geometries tried, in order: the first that the GQA
 // group, the head dim and the device's shared memory allow. Measured on the
 // H200 (Llama-3-8B's and Qwen3-30B-A3B's attention, 512 queries at depth
-// 16384, docs/KERNELS.md), with four lanes a row: 4 heads x 64 keys 130
-// TFLOP/s, 4 x 32 120, 2 x 32 102, 2 x 64 80; with eight, 1 x 32 67, 1 x
-// 64 55. More q-heads share each K/V tile; the registers a lane holds
-// (the next tile's K and V, its scores and output fragments) set how
-// many workgroups share a compute unit.
+// 16384, docs/KERNELS.md), with 8 scores a lane: 4 heads x 64 keys 138
+// TFLOP/s, 4 x 32 120, 2 x 32 102, 2 x 64 97, 1 x 32 67, 1 x 64 55. More
+// q-heads share each K/V tile; the registers a lane holds (the next
+// tile's K and V, its scores and output fragments) set how many warps a
+// compute unit keeps.
 var coopTiles = []coopTile{{4, 64}, {4, 32}, {2, 32}, {2, 64}, {1, 32}, {1, 64}, {1, 16}}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
@@ -163,17 +163,17 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		}
 		q := p
 		q.Heads, q.Bc = t.heads, t.bc
-		// Four lanes a row on the matrix units (at least four subgroups),
-		// or more until every row has whole lanes and the subgroups split
-		// evenly over the row blocks (each keeps one block's Q
-		// fragments). Four lanes a row keep a lane's share of the
-		// scores and of the output fragments small: 64 rows on 8
-		// subgroups held 194 registers a lane on the H200, on 4 they held
-		// 255 and spilled. The emulation keeps 4 subgroups: its lanes
-		// each hold whole fragments.
+		// On the matrix units a lane takes 8 scores of its row (at least
+		// four subgroups), or more lanes until every row has whole lanes
+		// and the subgroups split evenly over the row blocks (each keeps
+		// one block's Q fragments). A small share of the scores and of
+		// the output fragments keeps the registers down: 4 q-heads x 64
+		// keys held 127 registers a lane on 16 subgroups (H200), 194 on
+		// 8 and 255, spilling, on 4. The emulation keeps 4 subgroups: its
+		// lanes each hold whole fragments.
 		q.Subgroups = 4
 		if !f.coopEmu {
-			q.Subgroups = max(4, 4*q.Rows()/q.Subgroup)
+			q.Subgroups = max(4, q.Rows()*t.bc/8/q.Subgroup)
 		}
 		for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
 			q.Subgroups *= 2
