@@ -128,10 +128,14 @@ func (l *loadFlags) load() (m *model.Model, closeAll func(), took time.Duration,
 	printSummary(f, m, be)
 	l.file = f
 	closeAll = func() {
+		// A run that failed before any dispatch (a prompt past the
+		// context, say) has nothing to show: its error stands alone.
 		if e, ok := be.(*engine.Engine); ok && profile {
-			engine.WriteProfile(os.Stderr, e.Profile())
-			if waterfall {
-				engine.WriteWaterfall(os.Stderr, e.Waterfall())
+			if stats := e.Profile(); len(stats) > 0 {
+				engine.WriteProfile(os.Stderr, stats)
+				if waterfall {
+					engine.WriteWaterfall(os.Stderr, e.Waterfall())
+				}
 			}
 		}
 		m.Close()

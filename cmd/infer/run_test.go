@@ -199,6 +199,12 @@ func TestRunProfile(t *testing.T) {
 			t.Errorf("--profile=waterfall: not one %q summary:\n%s", s, w.stderr)
 		}
 	}
+	// A run that fails before its first dispatch prints its error alone,
+	// not an empty table.
+	over := infer(t, "-m", story, "-c", "4", "-p", "Once upon a time there was a little girl", "-n", "3", "--backend", "vulkan", "--profile")
+	if over.code != 1 || strings.Contains(over.stderr, "µs/call") || !strings.Contains(lastLine(over.stderr), "exceed the context of 4") {
+		t.Errorf("--profile past the context: exit %d, stderr:\n%s", over.code, over.stderr)
+	}
 	bad := infer(t, append(args, "--profile=gantt")...)
 	if last := lastLine(bad.stderr); bad.code != 1 || !strings.Contains(last, `--profile "gantt"`) || strings.Count(bad.stderr, "error:") != 1 {
 		t.Errorf("--profile=gantt: exit %d, stderr %q", bad.code, bad.stderr)
