@@ -47,8 +47,8 @@
 //      them. No tile stores P·V to shared memory for the lanes to fold
 //      in: after the walk the fragments pass once through shS, BC head
 //      dims at a time, and the lanes divide by l and write.
-// Every shared-memory access of the walk but the mask tile's is 8 or 16
-// bytes wide: the kernel is bound by its instructions more than by the
+// The tiles, the scores and P move through shared memory in 8- and
+// 16-byte words: the kernel is bound by its instructions more than by the
 // matrix units (docs/KERNELS.md).
 // Barriers (barrier(), in uniform control flow: lavapipe treats subgroup
 // barriers as workgroup ones) separate the phases; five per tile.
