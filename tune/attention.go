@@ -44,7 +44,26 @@ func (a Attention) String() string {
 	if a.Chunk != 0 {
 		s += fmt.Sprintf(" chunk %d", a.Chunk)
 	}
+	if a.CoopHeads != 0 || a.CoopBc != 0 {
+		t := fmt.Sprintf("coopmat tile %v", flashattn.CoopTile{Heads: a.CoopHeads, Bc: a.CoopBc})
+		if a == (Attention{CoopHeads: a.CoopHeads, CoopBc: a.CoopBc}) {
+			return t // a variant of the matrix units' tile alone
+		}
+		s += " " + t
+	}
 	return s
+}
+
+// coopAttention lists prefill's variants where the device runs prefill
+// attention on the matrix units (as the engine does wherever its products
+// take them): the policy, then each tile of the kernel's order. The
+// scalar kernel's choices do not reach those batches.
+func coopAttention() []Attention {
+	vs := []Attention{{}}
+	for _, t := range flashattn.CoopTiles() {
+		vs = append(vs, Attention{CoopHeads: t.Heads, CoopBc: t.Bc})
+	}
+	return vs
 }
 
 // defaultAttention lists the decode and prefill variants: every wave the
@@ -122,6 +141,9 @@ func attentionExtras(waves []attention.WaveChoice, quick bool) (decode, prefill 
 // prefill (a batch of queries ending there) at each KV length.
 func (sw *sweeper) attention(m Model, r *Report, p *Profile) error {
 	decode, prefill := defaultAttention(sw.dev.Info(), sw.o.Quick)
+	if sw.coopOn() {
+		prefill = coopAttention()
+	}
 	if sw.o.Decode != nil {
 		decode = append([]Attention{{}}, sw.o.Decode...)
 	}
@@ -293,7 +315,11 @@ func (sw *sweeper) attentionTable(m Model, kernel string, queries, kv int, vs []
 	fas := make([]*flashattn.FlashAttn, len(vs))
 	newErrs := make([]error, len(vs))
 	for i, v := range vs {
-		if fas[i], newErrs[i] = flashattn.New(sw.dev, v.Options(0)); newErrs[i] == nil {
+		o := v.Options(0)
+		if queries > 1 { // prefill: on the matrix units where the engine's would be
+			o.Coop, o.CoopEmulated = sw.coop, sw.o.coopEmulated
+		}
+		if fas[i], newErrs[i] = flashattn.New(sw.dev, o); newErrs[i] == nil {
 			defer fas[i].Close()
 		}
 	}
@@ -318,6 +344,11 @@ func (sw *sweeper) attentionTable(m Model, kernel string, queries, kv int, vs []
 	}
 	for i, v := range vs {
 		cell := Cell{Variant: v.String(), Ref: v == Attention{}, Default: v == Attention{}, Bound: attnBound}
+		if newErrs[i] == nil {
+			if _, err := fas[i].CoopPlan(c.sh); err == nil {
+				cell.Bound = flashattn.CoopRelErr // f16 products
+			}
+		}
 		if newErrs[i] != nil {
 			cell.Status = newErrs[i].Error() // a wave the device cannot run
 		} else if err := sw.run(&cell, 1, c.poison, func(s *vk.Sequence) error { return c.record(s, fas[i], v, &cell) }, c.check); err != nil {
@@ -398,6 +429,20 @@ func (c *attnCase) record(s *vk.Sequence, fa *flashattn.FlashAttn, v Attention, 
 	if v == (Attention{}) {
 		cell.Variant = fmt.Sprintf("policy (wave %d Br %d Bc %d splits %d heads %d%s)",
 			plan.Wave.W, plan.Br, plan.Bc, plan.Splits, plan.Heads, planMore(plan))
+		if cp, err := fa.CoopPlan(c.sh); err == nil {
+			cell.Variant = fmt.Sprintf("policy (coopmat tile %v)", flashattn.CoopTile{Heads: cp.Heads, Bc: cp.Bc})
+		}
+	}
+	// A matrix-unit tile the shape or the device does not take would run
+	// another: not this variant.
+	if want := (flashattn.CoopTile{Heads: v.CoopHeads, Bc: v.CoopBc}); want != (flashattn.CoopTile{}) {
+		cp, err := fa.CoopPlan(c.sh)
+		if err != nil {
+			return err
+		}
+		if got := (flashattn.CoopTile{Heads: cp.Heads, Bc: cp.Bc}); want.Heads != 0 && got.Heads != want.Heads || want.Bc != 0 && got.Bc != want.Bc {
+			return fmt.Errorf("coopmat tile %v does not fit this shape (the kernel takes %v)", want, got)
+		}
 	}
 	return fa.Record(s, c.io, c.sh)
 }

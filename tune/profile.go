@@ -166,6 +166,11 @@ type Attention struct {
 	// values per load (attention.Prefs.Groups, Prefs.Chunk).
 	Groups int `json:"groups,omitempty"`
 	Chunk  int `json:"chunk,omitempty"`
+	// CoopHeads and CoopBc are prefill's tile on the matrix units, where
+	// the device runs it there (flashattn.Options.CoopTile): q-heads per
+	// workgroup and keys per tile, 0 leaving either to the kernel's order.
+	CoopHeads int `json:"coop_heads,omitempty"`
+	CoopBc    int `json:"coop_bc,omitempty"`
 }
 
 // Staging choices of Attention.Stage.
@@ -196,7 +201,8 @@ func (a Attention) Options(wave int) flashattn.Options {
 		wave = a.Wave
 	}
 	return flashattn.Options{Wave: wave, Prefs: attention.Prefs{Br: a.Br, Bc: a.Bc, Splits: a.Splits,
-		Heads: a.Heads, Stage: stagePref(a.Stage), Groups: a.Groups, Chunk: a.Chunk}}
+		Heads: a.Heads, Stage: stagePref(a.Stage), Groups: a.Groups, Chunk: a.Chunk},
+		CoopTile: flashattn.CoopTile{Heads: a.CoopHeads, Bc: a.CoopBc}}
 }
 
 // Profile is the measured geometry for one device. Sections are nil where
@@ -414,6 +420,10 @@ const maxHeads, maxDecodeHeads = 32, 16
 // device's own limit and that the count is a power of two.
 const maxGroups = 16
 
+// maxCoopBc bounds Attention.CoopBc, the keys of a tile on the matrix
+// units; the plan checks what the device's shared memory takes.
+const maxCoopBc = 256
+
 // check reports whether a is in range for decode or prefill attention.
 func (a Attention) check(decode bool) error {
 	heads, mode := maxHeads, "prefill"
@@ -426,6 +436,12 @@ func (a Attention) check(decode bool) error {
 	}
 	if !decode && (a.Groups != 0 || a.Chunk != 0) {
 		return fmt.Errorf("prefill attention %+v: lane groups and load width are decode's", a)
+	}
+	if a.CoopHeads < 0 || a.CoopHeads > maxHeads || a.CoopBc < 0 || a.CoopBc > maxCoopBc {
+		return fmt.Errorf("%s attention %+v: the matrix units' tile is out of range", mode, a)
+	}
+	if decode && (a.CoopHeads != 0 || a.CoopBc != 0) {
+		return fmt.Errorf("decode attention %+v: the matrix units' tile is prefill's", a)
 	}
 	if a.Stage != "" && a.Stage != StageOff && a.Stage != StageOn {
 		return fmt.Errorf("%s attention stage %q, want %q, %q or none", mode, a.Stage, StageOff, StageOn)

@@ -412,6 +412,68 @@ func TestSweepAttentionQuick(t *testing.T) {
 	}
 }
 
+// TestSweepCoopAttention runs the quick attention sweep where prefill
+// attention takes the matrix units (the emulation): prefill's variants are
+// the kernel's tiles, those the model's GQA group of 2 takes run and pass
+// the f16 products' parity, the 4-head ones are listed as not run, the
+// policy's cell names its tile, and the chosen tile reaches flashattn's
+// options.
+func TestSweepCoopAttention(t *testing.T) {
+	d := open(t)
+	if why := vktest.CoopEmulationBroken(d); why != "" {
+		t.Logf("not checked: %s", why)
+		return
+	}
+	r, err := Sweep(d, tiny, Options{Reps: 1, Quick: true, Kernels: []string{KernelAttention}, coopEmulated: true, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill := 0
+	for _, tb := range r.Tables {
+		if tb.Kernel != "prefill attention" {
+			continue
+		}
+		prefill++
+		if len(tb.Cells) != len(flashattn.CoopTiles())+1 {
+			t.Fatalf("%s: %d cells, want the policy and %d tiles", tb.Shape, len(tb.Cells), len(flashattn.CoopTiles()))
+		}
+		if !strings.HasPrefix(tb.Cells[0].Variant, "policy (coopmat tile 2x") {
+			t.Errorf("%s: the policy's cell %q does not name the tile the group of 2 takes", tb.Shape, tb.Cells[0].Variant)
+		}
+		for i, c := range tb.Cells[1:] {
+			tile := flashattn.CoopTiles()[i]
+			four := tile.Heads == 4
+			switch {
+			case c.Variant != "coopmat tile "+tile.String():
+				t.Errorf("%s: cell %d is %q, want tile %v", tb.Shape, i+1, c.Variant, tile)
+			case four && (c.OK() || !strings.Contains(c.Status, "does not fit")):
+				t.Errorf("%s %s: a 4-head tile for a group of 2 ran: %+v", tb.Shape, c.Variant, c)
+			case !four && (!c.OK() || c.Bound != flashattn.CoopRelErr || !(c.MaxErr <= c.Bound)):
+				t.Errorf("%s %s: %+v", tb.Shape, c.Variant, c)
+			}
+		}
+	}
+	p := r.Profile.Prefill
+	if prefill != 2 || p == nil || len(r.Unchosen) > 0 {
+		t.Fatalf("%d prefill tables, profile %s, unchosen %v", prefill, r.Profile, r.Unchosen)
+	}
+	if p.CoopHeads == 4 || p.Br != 0 || p.Heads != 0 {
+		t.Errorf("chosen prefill attention %+v: not the policy or a tile that ran", *p)
+	}
+	if got := p.Options(0).CoopTile; got != (flashattn.CoopTile{Heads: p.CoopHeads, Bc: p.CoopBc}) {
+		t.Errorf("options' tile %v from %+v", got, *p)
+	}
+	if err := p.check(false); err != nil {
+		t.Error(err)
+	}
+	if err := (Attention{CoopHeads: 2, CoopBc: 32}).check(true); err == nil {
+		t.Error("a matrix-unit tile for decode passed the check")
+	}
+	if err := (Attention{CoopBc: maxCoopBc + 1}).check(false); err == nil {
+		t.Error("an out-of-range tile passed the check")
+	}
+}
+
 // TestProfileLookup saves a profile where Find looks, applies it to the
 // kernels, and checks that corrupt, stale and impossible profiles are
 // ignored with a reason.

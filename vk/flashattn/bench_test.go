@@ -103,7 +103,7 @@ func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	}
 	fa, err := New(d, o)
 	if err == nil {
-		fa.coopHeads, fa.coopBc = *benchCoopHG, *benchCoopBc
+		fa.coopTile = CoopTile{*benchCoopHG, *benchCoopBc}
 	}
 	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: *benchKVHeads, HeadDim: benchDim,
 		Context: c.kv, Scale: float32(1 / math.Sqrt(benchDim))}

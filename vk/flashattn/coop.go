@@ -2,6 +2,7 @@ package flashattn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vkinfer/vkinfer/coopmat"
 	"github.com/vkinfer/vkinfer/shaders"
@@ -87,13 +88,39 @@ func coopShared(d, br, heads, bc, lanes int, mask bool) int {
 // would spill on RDNA3.
 func coopQReg(headDim int) bool { return headDim <= 128 }
 
+// CoopRelErr bounds attention.RelErr for the cooperative-matrix kernel: Q
+// and P are rounded to f16 for the products (the scalar kernel's bound is
+// 1e-3; scores climbing to ±30 measured 2.3e-3).
+const CoopRelErr = 4e-3
+
 // CoopMinQueries is the least batch the cooperative-matrix kernel runs:
 // below it the scalar kernel's narrower tiles waste less.
 const CoopMinQueries = 16
 
-// coopTile is a workgroup's q-heads (of one GQA group, sharing its K/V
+// CoopTile is a workgroup's q-heads (of one GQA group, sharing its K/V
 // tiles) and keys per tile.
-type coopTile struct{ heads, bc int }
+type CoopTile struct{ Heads, Bc int }
+
+func (t CoopTile) String() string { return fmt.Sprintf("%dx%d", t.Heads, t.Bc) }
+
+// CoopTiles lists the tiles CoopPlan tries, in its order.
+func CoopTiles() []CoopTile { return slices.Clone(coopTiles) }
+
+// preferred lists the tiles to try before the order: t itself where it
+// names both, else the order's tiles of its q-heads or of its keys
+// (none for the zero tile).
+func (t CoopTile) preferred() []CoopTile {
+	if t.Heads > 0 && t.Bc > 0 {
+		return []CoopTile{t}
+	}
+	var out []CoopTile
+	for _, c := range coopTiles {
+		if t != (CoopTile{}) && (t.Heads == 0 || c.Heads == t.Heads) && (t.Bc == 0 || c.Bc == t.Bc) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // coopTiles are the geometries tried, in order: the first that the GQA
 // group, the head dim and the device's shared memory allow. Measured on the
@@ -103,13 +130,14 @@ type coopTile struct{ heads, bc int }
 // q-heads share each K/V tile; the registers a lane holds (the next
 // tile's K and V, its scores and output fragments) set how many warps a
 // compute unit keeps.
-var coopTiles = []coopTile{{4, 64}, {4, 32}, {2, 32}, {2, 64}, {1, 32}, {1, 64}, {1, 16}}
+var coopTiles = []CoopTile{{4, 64}, {4, 32}, {2, 32}, {2, 64}, {1, 32}, {1, 64}, {1, 16}}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
 // saying why Record runs the scalar kernel instead: the kernel is off
 // (Options.Coop and CoopEmulated), the batch is shorter than
 // CoopMinQueries, the head dim is not a multiple of the fragment shape,
-// or no tile fits the device's shared memory.
+// or no tile fits the device's shared memory. Options.CoopTile's tiles
+// are tried first, then the order's.
 func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	p := CoopPlan{Emulated: f.coopEmu, HeadDim: sh.HeadDim, Mask: sh.Mask, Heads: 1}
 	switch {
@@ -147,22 +175,18 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 	}
 	p.Br = s.M * ((CoopMinQueries + s.M - 1) / s.M)
 	group := sh.Heads / sh.KVHeads
-	if h := f.coopHeads; h > 0 && group%h != 0 {
-		return p, fmt.Errorf("flashattn: %d q-heads per workgroup do not divide the group of %d", h, group)
-	}
-	tiles := coopTiles
-	if f.coopHeads > 0 || f.coopBc > 0 {
-		tiles = []coopTile{{max(f.coopHeads, 1), f.coopBc}}
-		if f.coopBc == 0 {
-			tiles = []coopTile{{tiles[0].heads, 32}, {tiles[0].heads, 64}, {tiles[0].heads, 16}}
+	tiles := f.coopTile.preferred()
+	for _, t := range coopTiles {
+		if !slices.Contains(tiles, t) {
+			tiles = append(tiles, t)
 		}
 	}
 	for _, t := range tiles {
-		if t.bc%s.N != 0 || t.bc%s.K != 0 || group%t.heads != 0 {
+		if t.Heads < 1 || t.Bc < 1 || t.Bc%s.N != 0 || t.Bc%s.K != 0 || group%t.Heads != 0 {
 			continue
 		}
 		q := p
-		q.Heads, q.Bc = t.heads, t.bc
+		q.Heads, q.Bc = t.Heads, t.Bc
 		// On the matrix units a lane takes 8 scores of its row (at least
 		// four subgroups), or more lanes until every row has whole lanes
 		// and the subgroups split evenly over the row blocks (each keeps
@@ -173,16 +197,15 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		// lanes each hold whole fragments.
 		q.Subgroups = 4
 		if !f.coopEmu {
-			q.Subgroups = max(4, q.Rows()*t.bc/8/q.Subgroup)
+			q.Subgroups = max(4, q.Rows()*t.Bc/8/q.Subgroup)
 		}
 		for q.Lanes() < q.Rows() || q.Lanes()%q.Rows() != 0 || q.Subgroups%(q.Rows()/s.M) != 0 {
 			q.Subgroups *= 2
 		}
-
 		if q.Lanes() > f.info.MaxWorkgroupInvocations {
 			continue
 		}
-		q.SharedBytes = coopShared(sh.HeadDim, q.Br, t.heads, t.bc, q.Lanes(), sh.Mask)
+		q.SharedBytes = coopShared(sh.HeadDim, q.Br, t.Heads, t.Bc, q.Lanes(), sh.Mask)
 		if q.SharedBytes <= f.info.SharedMemory {
 			return q, nil
 		}

@@ -44,12 +44,6 @@ func (c coopCase) String() string {
 	return s
 }
 
-// coopTolerance bounds attention.RelErr for the cooperative-matrix
-// kernel: Q (scaled) and the softmax weights P are rounded to f16 for the
-// fragment products (2^-11 relative each), where the scalar kernel keeps
-// them in f32 (1e-3).
-const coopTolerance = 4e-3
-
 // coopCases are the awkward sizes: 16, 17, 31 and 100 queries; key counts
 // that leave partial tiles; batches at positions past 0 and past the
 // cache's end; GQA groups of 1, 4 and 8 over one to three KV heads; head
@@ -139,6 +133,55 @@ func TestFlashAttnCoopFallback(t *testing.T) {
 	})
 }
 
+// TestCoopTilePreferred: Options.CoopTile's tile is planned where the
+// shape and the device take it, a q-heads or keys count alone picks the
+// order's tiles of it, and a tile that does not fit falls back to the
+// order's first that does (a tuning profile made on another model or
+// device must not cost the matrix units).
+func TestCoopTilePreferred(t *testing.T) {
+	d := setup(t)
+	sh := Shape{Queries: 32, Heads: 8, KVHeads: 2, HeadDim: 64, Context: 100} // GQA 4
+	policy, err := New(d, Options{CoopEmulated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer policy.Close()
+	base, err := policy.CoopPlan(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tile CoopTile
+		want CoopTile // the zero tile: the policy's
+	}{
+		{CoopTile{2, 32}, CoopTile{2, 32}},
+		{CoopTile{1, 16}, CoopTile{1, 16}},
+		{CoopTile{Heads: 2}, CoopTile{2, 32}},
+		{CoopTile{Bc: 16}, CoopTile{1, 16}},
+		{CoopTile{3, 32}, CoopTile{}},  // 3 does not divide the group
+		{CoopTile{8, 64}, CoopTile{}},  // 128 rows fit no shared memory here
+		{CoopTile{2, 24}, CoopTile{}},  // not whole fragments
+		{CoopTile{-1, 32}, CoopTile{}}, // out of range
+	} {
+		fa, err := New(d, Options{CoopEmulated: true, CoopTile: c.tile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fa.CoopPlan(sh)
+		fa.Close()
+		want := c.want
+		if want == (CoopTile{}) {
+			want = CoopTile{base.Heads, base.Bc}
+		}
+		if err != nil || (CoopTile{p.Heads, p.Bc}) != want {
+			t.Errorf("tile %v: plan %v (%v), want %v", c.tile, p, err, want)
+		}
+	}
+	if base.Heads != 4 {
+		t.Errorf("policy plan %v: want 4 q-heads, the order's first that fits lavapipe", base)
+	}
+}
+
 // runCoop runs each case alone with options o and checks it against the
 // reference; cases the cooperative-matrix kernel does not take run the
 // scalar one (and must still pass).
@@ -151,7 +194,7 @@ func runCoop(t *testing.T, d *vk.Device, o Options, cases []coopCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fa.coopHeads, fa.coopBc = c.hg, c.bc
+		fa.coopTile = CoopTile{c.hg, c.bc}
 		t0 := time.Now()
 		e, plan, err := runCoopCase(t, d, fa, c)
 		fa.Close()
@@ -173,7 +216,7 @@ func runCoopCase(t *testing.T, d *vk.Device, fa *FlashAttn, c coopCase) (float64
 	plan := ""
 	tol := 1e-3
 	if cp, err := fa.CoopPlan(sh); err == nil {
-		plan, tol = cp.String(), coopTolerance
+		plan, tol = cp.String(), CoopRelErr
 		if c.hg > 0 && cp.Heads != c.hg || c.bc > 0 && cp.Bc != c.bc {
 			return 0, plan, fmt.Errorf("plan %v does not honour heads %d, bc %d", cp, c.hg, c.bc)
 		}

@@ -140,6 +140,11 @@ type Options struct {
 	// on any device with f16 arithmetic: for checking the kernel where the
 	// extension is missing (lavapipe in CI). It takes precedence over Coop.
 	CoopEmulated bool
+	// CoopTile is the cooperative-matrix kernel's tile to try first (a
+	// tuning profile's): q-heads per workgroup and keys per tile, 0 for
+	// either leaving it to CoopPlan's order. A shape or device it does not
+	// fit takes the order's first that fits.
+	CoopTile CoopTile
 }
 
 // FlashAttn records flash attention on one device.
@@ -158,12 +163,11 @@ type FlashAttn struct {
 	counts []*vk.Buffer
 	used   int
 
-	// The cooperative-matrix kernel (coop.go): Options.Coop and
-	// CoopEmulated; coopHeads and coopBc force its q-heads per workgroup
-	// and tile width when not 0 (tests).
-	coop              coopmat.Choice
-	coopEmu           bool
-	coopHeads, coopBc int
+	// The cooperative-matrix kernel (coop.go): Options.Coop,
+	// CoopEmulated and CoopTile.
+	coop     coopmat.Choice
+	coopEmu  bool
+	coopTile CoopTile
 }
 
 type pipeKey struct {
@@ -192,7 +196,7 @@ func New(d *vk.Device, o Options) (*FlashAttn, error) {
 		return nil, fmt.Errorf("flashattn: %w", err)
 	}
 	return &FlashAttn{d: d, info: d.Info(), dev: dev, wave: w, prefs: o.Prefs, coop: o.Coop, coopEmu: o.CoopEmulated,
-		pipes: map[pipeKey]*vk.Pipeline{}}, nil
+		coopTile: o.CoopTile, pipes: map[pipeKey]*vk.Pipeline{}}, nil
 }
 
 // Close frees the split counters Record allocated. Pipelines belong to the
