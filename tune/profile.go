@@ -47,7 +47,8 @@ const Format = 1
 // cooperative-matrix kernels' parity and speed depend on the layouts they
 // write.
 var tunedShaders = []string{"matmul", "matvec", "matmul_q8", "matvec_q8", "quantize_q8",
-	"matmul_coopmat", "quantize_f16", "flash_attn", "flash_attn_decode", "flash_attn_reduce"}
+	"matmul_coopmat", "quantize_f16", "flash_attn", "flash_attn_decode", "flash_attn_reduce",
+	"flash_attn_coopmat"}
 
 // Build is the vkinfer build a profile belongs to: Version and a hash of
 // the tuned kernels' SPIR-V.
