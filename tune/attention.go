@@ -344,11 +344,6 @@ func (sw *sweeper) attentionTable(m Model, kernel string, queries, kv int, vs []
 	}
 	for i, v := range vs {
 		cell := Cell{Variant: v.String(), Ref: v == Attention{}, Default: v == Attention{}, Bound: attnBound}
-		if newErrs[i] == nil {
-			if _, err := fas[i].CoopPlan(c.sh); err == nil {
-				cell.Bound = flashattn.CoopRelErr // f16 products
-			}
-		}
 		if newErrs[i] != nil {
 			cell.Status = newErrs[i].Error() // a wave the device cannot run
 		} else if err := sw.run(&cell, 1, c.poison, func(s *vk.Sequence) error { return c.record(s, fas[i], v, &cell) }, c.check); err != nil {
@@ -419,9 +414,26 @@ func (sw *sweeper) warmUp(kernel, shape string, c *attnCase, fa *flashattn.Flash
 	return nil
 }
 
-// record records variant v (as fa) on the case's buffers and, for the
-// policy, names the geometry it chose.
+// record records variant v (as fa) on the case's buffers; for the policy
+// it names the geometry it chose, and where the batch runs on the matrix
+// units it takes their parity bound.
 func (c *attnCase) record(s *vk.Sequence, fa *flashattn.FlashAttn, v Attention, cell *Cell) error {
+	want := flashattn.CoopTile{Heads: v.CoopHeads, Bc: v.CoopBc}
+	if cp, err := fa.CoopPlan(c.sh); err == nil {
+		cell.Bound = flashattn.CoopRelErr // f16 products
+		got := flashattn.CoopTile{Heads: cp.Heads, Bc: cp.Bc}
+		// A tile the shape or the device does not take would run another:
+		// not this variant.
+		if want.Heads != 0 && got.Heads != want.Heads || want.Bc != 0 && got.Bc != want.Bc {
+			return fmt.Errorf("coopmat tile %v does not fit this shape (the kernel takes %v)", want, got)
+		}
+		if v == (Attention{}) {
+			cell.Variant = fmt.Sprintf("policy (coopmat tile %v)", got)
+		}
+		return fa.Record(s, c.io, c.sh)
+	} else if want != (flashattn.CoopTile{}) {
+		return err
+	}
 	plan, err := fa.Plan(c.sh)
 	if err != nil {
 		return err
@@ -429,20 +441,6 @@ func (c *attnCase) record(s *vk.Sequence, fa *flashattn.FlashAttn, v Attention, 
 	if v == (Attention{}) {
 		cell.Variant = fmt.Sprintf("policy (wave %d Br %d Bc %d splits %d heads %d%s)",
 			plan.Wave.W, plan.Br, plan.Bc, plan.Splits, plan.Heads, planMore(plan))
-		if cp, err := fa.CoopPlan(c.sh); err == nil {
-			cell.Variant = fmt.Sprintf("policy (coopmat tile %v)", flashattn.CoopTile{Heads: cp.Heads, Bc: cp.Bc})
-		}
-	}
-	// A matrix-unit tile the shape or the device does not take would run
-	// another: not this variant.
-	if want := (flashattn.CoopTile{Heads: v.CoopHeads, Bc: v.CoopBc}); want != (flashattn.CoopTile{}) {
-		cp, err := fa.CoopPlan(c.sh)
-		if err != nil {
-			return err
-		}
-		if got := (flashattn.CoopTile{Heads: cp.Heads, Bc: cp.Bc}); want.Heads != 0 && got.Heads != want.Heads || want.Bc != 0 && got.Bc != want.Bc {
-			return fmt.Errorf("coopmat tile %v does not fit this shape (the kernel takes %v)", want, got)
-		}
 	}
 	return fa.Record(s, c.io, c.sh)
 }

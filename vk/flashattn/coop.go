@@ -110,12 +110,15 @@ func CoopTiles() []CoopTile { return slices.Clone(coopTiles) }
 // names both, else the order's tiles of its q-heads or of its keys
 // (none for the zero tile).
 func (t CoopTile) preferred() []CoopTile {
-	if t.Heads > 0 && t.Bc > 0 {
+	switch {
+	case t == CoopTile{}:
+		return nil
+	case t.Heads > 0 && t.Bc > 0:
 		return []CoopTile{t}
 	}
 	var out []CoopTile
 	for _, c := range coopTiles {
-		if t != (CoopTile{}) && (t.Heads == 0 || c.Heads == t.Heads) && (t.Bc == 0 || c.Bc == t.Bc) {
+		if (t.Heads == 0 || c.Heads == t.Heads) && (t.Bc == 0 || c.Bc == t.Bc) {
 			out = append(out, c)
 		}
 	}
