@@ -40,8 +40,8 @@ var (
 	benchChunk  = flag.Int("chunk", 0, "BenchmarkLlama3: force the f16 values per load in decode, 8 or 4 (0: the policy's)")
 	benchWindow = flag.Int("window", 0, "BenchmarkLlama3: a sliding window of this many keys, over a ring cache of window+queries-1 rows (0: global)")
 	benchCoop   = flag.Bool("coop", false, "BenchmarkLlama3: prefill on the cooperative-matrix kernel, as the engine chooses it (-br and -stage then do nothing)")
-	benchCoopHG = flag.Int("coop-heads", 0, "BenchmarkLlama3 -coop: force the q-heads per workgroup (0: the policy's)")
-	benchCoopBc = flag.Int("coop-bc", 0, "BenchmarkLlama3 -coop: force the keys per tile (0: the policy's)")
+	benchCoopHG = flag.Int("coop-heads", 0, "BenchmarkLlama3 -coop: the q-heads per workgroup to try first (Options.CoopTile; 0: the order's)")
+	benchCoopBc = flag.Int("coop-bc", 0, "BenchmarkLlama3 -coop: the keys per tile to try first (Options.CoopTile; 0: the order's)")
 )
 
 // The Llama-3-8B attention shape; -kv-heads 4 makes it Qwen3-30B-A3B's
@@ -97,14 +97,11 @@ func (c benchCase) setup(d *vk.Device) (*FlashAttn, Shape, error) {
 	if c.queries == 1 {
 		prefs.Splits, prefs.Stage, prefs.Groups, prefs.Chunk = *benchSplits, attention.StageAuto, *benchGroups, *benchChunk // decode never stages
 	}
-	o := Options{Wave: c.wave, Prefs: prefs}
+	o := Options{Wave: c.wave, Prefs: prefs, CoopTile: CoopTile{*benchCoopHG, *benchCoopBc}}
 	if *benchCoop && c.queries > 1 {
 		o.Coop = coopChoice(d.Info())
 	}
 	fa, err := New(d, o)
-	if err == nil {
-		fa.coopTile = CoopTile{*benchCoopHG, *benchCoopBc}
-	}
 	sh := Shape{Queries: c.queries, Heads: benchHeads, KVHeads: *benchKVHeads, HeadDim: benchDim,
 		Context: c.kv, Scale: float32(1 / math.Sqrt(benchDim))}
 	if w := *benchWindow; w > 0 {

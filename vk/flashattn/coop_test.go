@@ -190,11 +190,11 @@ func runCoop(t *testing.T, d *vk.Device, o Options, cases []coopCase) {
 	start := time.Now()
 	worst, worstCase := 0.0, ""
 	for _, c := range cases {
+		o.CoopTile = CoopTile{c.hg, c.bc}
 		fa, err := New(d, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fa.coopTile = CoopTile{c.hg, c.bc}
 		t0 := time.Now()
 		e, plan, err := runCoopCase(t, d, fa, c)
 		fa.Close()
