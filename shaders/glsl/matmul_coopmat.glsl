@@ -10,8 +10,13 @@
 // weight tile decoded once per step; BK spans whole runs of dequant.glsl's
 // pieces (64 values of Q4_K/Q5_K, 128 of Q6_K, a block of the others), the
 // Go side checks. The activations follow in chunks of KC values. Both
-// stages are f16vec4 arrays, written 8 bytes at a time, their rows padded
-// by 8 halves (16 bytes) against bank conflicts.
+// stages are arrays of 16-byte words on the matrix units (f16vec4s in the
+// emulation), their rows padded by 8 halves (16 bytes) against bank
+// conflicts. The loops over a chunk's fragments and a lane's staged words
+// are unrolled by request: their trip counts are specialization constants,
+// and NVIDIA's compiler left them rolled, computing the fragments'
+// addresses and indexing the prefetched words at run time
+// (docs/KERNELS.md).
 // The result leaves through a small shared stage, one fragment per
 // subgroup at a time, so that edge tiles need no special case and each
 // column gets its scale.
@@ -113,7 +118,26 @@ const uint PA = BK / 16u;        // 16-value pieces per weight row of a tile
 
 #define STAGE_VEC4S (BM * SA)
 #include "f16stage.glsl"
+// The activations' stage, like shA (f16stage.glsl), is an array of 16-byte
+// words on the matrix units: a chunk's word is one store, and fragment
+// loads read whole words. The emulation keeps f16vec4s.
+#ifdef COOPMAT_EMULATE
 shared f16vec4 shB[BN * SB];
+
+// stageB8 writes the 8 halves q at place o (f16vec4s; even).
+void stageB8(uint o, uvec4 q) {
+    shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
+    shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
+}
+
+#define LOAD_B_STAGE(b, off, stride) CM_LOAD_BT4(b, shB, off, stride)
+#else
+shared uvec4 shB[BN * SB / 2u];
+
+void stageB8(uint o, uvec4 q) { shB[o >> 1] = q; }
+
+#define LOAD_B_STAGE(b, off, stride) coopMatLoad(b, shB, (off) / 2u, (stride) / 2u, gl_CooperativeMatrixLayoutColumnMajor)
+#endif
 
 // loadA decodes values k0..k0+BK of rows m0.. into shA: each invocation a
 // 16-value piece (dequant.glsl's order, so that neighbours read one span of
@@ -217,7 +241,7 @@ void fetchB(uint n0, uint k) {
 // storeB writes chunk k of columns n0.. into shB: from braw with BPRE,
 // else loading it now.
 void storeB(uint n0, uint k) {
-    for (uint j = 0u; j < BPL; j++) {
+    [[unroll]] for (uint j = 0u; j < BPL; j++) {
         uint it = gl_LocalInvocationIndex + j * WG;
         if (it < BN * BU) {
             uint o = (it / BU) * SB + 2u * (it % BU);
@@ -227,8 +251,7 @@ void storeB(uint n0, uint k) {
             } else {
                 q = chunkWord(n0, k, it);
             }
-            shB[o] = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
-            shB[o + 1u] = f16vec4(unpackFloat2x16(q.z), unpackFloat2x16(q.w));
+            stageB8(o, q);
         }
     }
 }
@@ -295,7 +318,7 @@ void main() {
             mulChunk(kc, am, an);
 #else
             if (LIVE(an)) { // else the subgroup's part is all padding
-                for (uint kk = 0u; kk < KC; kk += CM_K) {
+                [[unroll]] for (uint kk = 0u; kk < KC; kk += CM_K) {
                     CM_DECL_A(a, FM);
                     CM_DECL_B(b, FN);
                     [[unroll]] for (uint i = 0u; i < FM; i++) {
@@ -303,7 +326,7 @@ void main() {
                     }
                     [[unroll]] for (uint j = 0u; j < FN; j++) {
                         if (LIVE(an + j * CM_N)) {
-                            CM_LOAD_BT4(b[j], shB, (an + j * CM_N) * SB + kk / 4u, SB);
+                            LOAD_B_STAGE(b[j], (an + j * CM_N) * SB + kk / 4u, SB);
                         }
                     }
                     [[unroll]] for (uint i = 0u; i < FM; i++) {
