@@ -139,18 +139,38 @@ void stageB8(uint o, uvec4 q) { shB[o >> 1] = q; }
 #define LOAD_B_STAGE(b, off, stride) coopMatLoad(b, shB, (off) / 2u, (stride) / 2u, gl_CooperativeMatrixLayoutColumnMajor)
 #endif
 
-// loadA decodes values k0..k0+BK of rows m0.. into shA: each invocation a
-// 16-value piece (dequant.glsl's order, so that neighbours read one span of
-// a block). Rows past M and values past K read as zero.
+const uint APL = (BM * PA + WG - 1u) / WG; // 16-value pieces a lane, at most
+const uint AUN = APL < 4u ? APL : 4u;      // ... of them in loadA's unrolled loop
+
+// loadPiece decodes piece it of the step at k0 (rows m0..) into shA:
+// dequant.glsl's order, so that neighbouring invocations read one span of
+// a block. Rows past M and values past K read as zero.
+void loadPiece(uint m0, uint k0, uint it) {
+    uint r = it / PA, k = k0 + 16u * (it % PA);
+    uint blk = k / QK, p = (k % QK) / 16u;
+    uvec2 h[4] = uvec2[4](uvec2(0u), uvec2(0u), uvec2(0u), uvec2(0u));
+    if (m0 + r < pc.M && k < pc.K) {
+        dq_piece_h(WROW(m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, h);
+    }
+    stagePiece(4u * r * SA + blk * QK - k0, p, h); // in halves
+}
+
+// loadA decodes values k0..k0+BK of rows m0.. into shA, APL pieces an
+// invocation. The first AUN are unrolled, so that their loads issue
+// together; a lane holds a few on any device's tile, and the emulation's
+// small workgroups, with dozens, would take minutes to build unrolled.
 void loadA(uint m0, uint k0) {
-    for (uint it = gl_LocalInvocationIndex; it < BM * PA; it += WG) {
-        uint r = it / PA, k = k0 + 16u * (it % PA);
-        uint blk = k / QK, p = (k % QK) / 16u;
-        uvec2 h[4] = uvec2[4](uvec2(0u), uvec2(0u), uvec2(0u), uvec2(0u));
-        if (m0 + r < pc.M && k < pc.K) {
-            dq_piece_h(WROW(m0 + r) * pc.rowBytes + blk * QBYTES, p, pc.K - blk * QK, h);
+    [[unroll]] for (uint j = 0u; j < AUN; j++) {
+        uint it = gl_LocalInvocationIndex + j * WG;
+        if (it < BM * PA) {
+            loadPiece(m0, k0, it);
         }
-        stagePiece(4u * r * SA + blk * QK - k0, p, h); // in halves
+    }
+    for (uint j = AUN; j < APL; j++) {
+        uint it = gl_LocalInvocationIndex + j * WG;
+        if (it < BM * PA) {
+            loadPiece(m0, k0, it);
+        }
     }
 }
 
@@ -160,7 +180,6 @@ void loadA(uint m0, uint k0) {
 // the next step, so no step waits on a global load of its weights.
 // Only where a lane holds a few pieces: small workgroups over large tiles
 // (the emulation's, or a tuning sweep's) would hold dozens in registers.
-const uint APL = (BM * PA + WG - 1u) / WG;
 const bool Q6RAW = QTYPE == T_Q6_K; // Q6Raw words, else KRaw
 const bool PREFETCH = (QTYPE == T_Q4_K || QTYPE == T_Q5_K || Q6RAW) && APL <= 4u;
 KRaw araw[PREFETCH && !Q6RAW ? APL : 1u];
