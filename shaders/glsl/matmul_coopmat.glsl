@@ -12,10 +12,11 @@
 // Go side checks. The activations follow in chunks of KC values. Both
 // stages are arrays of 16-byte words on the matrix units (f16vec4s in the
 // emulation), their rows padded by 8 halves (16 bytes) against bank
-// conflicts. The loops over a chunk's fragments and a lane's staged words
-// are unrolled by request: their trip counts are specialization constants,
-// and NVIDIA's compiler left them rolled, computing the fragments'
-// addresses and indexing the prefetched words at run time
+// conflicts. The loops over a chunk's fragments, a step's chunks and a
+// lane's staged words and pieces are unrolled by request: their trip
+// counts are specialization constants, and NVIDIA's compiler left them
+// rolled, computing the fragments' addresses, indexing the prefetched words
+// and issuing the pieces' loads one after another at run time
 // (docs/KERNELS.md).
 // The result leaves through a small shared stage, one fragment per
 // subgroup at a time, so that edge tiles need no special case and each
