@@ -159,7 +159,7 @@ func TestCoopTilePreferred(t *testing.T) {
 		{CoopTile{Heads: 2}, CoopTile{2, 32}},
 		{CoopTile{Bc: 16}, CoopTile{1, 16}},
 		{CoopTile{3, 32}, CoopTile{}},  // 3 does not divide the group
-		{CoopTile{8, 64}, CoopTile{}},  // 128 rows fit no shared memory here
+		{CoopTile{4, 256}, CoopTile{}}, // 256 keys of 64 dims fit no 48 KiB
 		{CoopTile{2, 24}, CoopTile{}},  // not whole fragments
 		{CoopTile{-1, 32}, CoopTile{}}, // out of range
 	} {
