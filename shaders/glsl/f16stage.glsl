@@ -81,55 +81,86 @@ void dq_k_decode_h(KRaw r, uint p, out uvec2 h[4]) {
     h[3] = h_affine(h_quants(q[3]), off, a1, c1);
 }
 
-// A Q6_K piece's words, loaded apart from the arithmetic that decodes
-// them (dq_q6_fetch, dq_q6_decode_h) as KRaw's are: its low quant bits
-// (ql) of two sub-rows (qa, qb), their high bits (qh), the words that hold
-// its 4 scale bytes (sc) and the one that holds the block's d. A block is
-// 210 bytes, so every other one starts 2 bytes into a word: a quant word
-// is stitched from two there, and the second is loaded only then.
+// The stage cuts Q6_K into pieces of its own, not dequant.glsl's: piece p
+// of a block covers the same 16 places as a Q4_K piece (dq_off_h), 8
+// values of each 32-value half of the 64-value run p/4, so that a K step
+// need hold only 64 values of Q6_K, as of Q4_K, and a piece is two runs
+// of 8, two 16-byte stores. dequant.glsl's Q6_K pieces span a 128-value
+// half of a block, which made the tiles of every staged kernel take
+// 128-value steps for Q6_K weights (docs/KERNELS.md). In ggml's layout
+// (ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, d at 208), value
+// 128h + 32t + l of a block (t < 4, l < 32) is the low (t < 2) or high
+// nibble of ql[64h + 32(t&1) + l] with bits 2t, 2t+1 of qh[32h + l] above
+// it, times d and scale 8h + 2t + l/16. Piece p = (half h, run s, group g)
+// takes t = 2s and 2s+1, l = 8g..8g+7: 8 bytes of ql from each of the
+// half's two rows, the 8 bytes of qh under them and 2 scales. Its words
+// are loaded apart from the arithmetic that decodes them (dq_q6_fetch,
+// dq_q6_decode_h) as KRaw's are. A block is 210 bytes, so every other one
+// starts 2 bytes into a word: a run of 8 bytes is stitched from three
+// words there, and the third is loaded only then.
 struct Q6Raw {
-    uvec2 qa, qb, qh;
-    uvec3 sc;
+    uvec3 qa, qb, qh;
+    uvec2 sc;
     uint d;
 };
 
-// As dq_piece: ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, d at
-// 208; piece p = (half h, group g) reads ql/qh bytes 4g..4g+3 of its half
-// and the scales at 192 + 8h + g/4 + 2i for its vec4s i.
+// q6_run8 loads the 8 bytes at even byte offset a: two words, three where
+// a is 2 mod 4.
+uvec3 q6_run8(uint a) {
+    uint w = a >> 2;
+    return uvec3(W[w], W[w + 1u], (a & 2u) != 0u ? W[w + 2u] : 0u);
+}
+
+// q6_sc is the byte offset of piece p's first scale; its second is 2 on.
+uint q6_sc(uint b, uint p) { return b + 192u + 8u * (p >> 3) + 4u * ((p >> 2) & 1u) + ((p & 3u) >> 1); }
+
 Q6Raw dq_q6_fetch(uint b, uint p) {
-    uint h = p >> 3, g = p & 7u;
-    bool odd = (b & 2u) != 0u;
-    uint wa = (b + 64u * h + 4u * g) >> 2, wb = wa + 8u, wh = (b + 128u + 32u * h + 4u * g) >> 2;
-    uint ws = (b + 192u + 8u * h + (g >> 2)) >> 2;
+    uint a = b + 64u * (p >> 3) + 8u * (p & 3u);
     Q6Raw r;
-    r.qa = uvec2(W[wa], odd ? W[wa + 1u] : 0u);
-    r.qb = uvec2(W[wb], odd ? W[wb + 1u] : 0u);
-    r.qh = uvec2(W[wh], odd ? W[wh + 1u] : 0u);
-    // The 4 scale bytes span 7 bytes from any byte of a word: 2 or 3 words.
-    uint so = (b + 192u + 8u * h + (g >> 2)) & 3u;
-    r.sc = uvec3(W[ws], W[ws + 1u], so >= 2u ? W[ws + 2u] : 0u);
+    r.qa = q6_run8(a);
+    r.qb = q6_run8(a + 32u);
+    r.qh = q6_run8(b + 128u + 32u * (p >> 3) + 8u * (p & 3u));
+    // The 2 scale bytes span 3 bytes from any byte of a word: 1 or 2 words.
+    uint sb = q6_sc(b, p);
+    r.sc = uvec2(W[sb >> 2], (sb & 3u) >= 2u ? W[(sb >> 2) + 1u] : 0u);
     r.d = W[(b + 208u) >> 2];
     return r;
 }
 
-// q6_word is the little-endian word a raw pair holds at the block's
-// alignment (b's bit 1).
-uint q6_word(uvec2 w, uint b) { return (b & 2u) == 0u ? w.x : (w.x >> 16) | (w.y << 16); }
+// q6_words is the little-endian pair of words a raw run holds at the
+// block's alignment (b's bit 1).
+uvec2 q6_words(uvec3 w, uint b) {
+    return (b & 2u) == 0u ? w.xy : uvec2((w.x >> 16) | (w.y << 16), (w.y >> 16) | (w.z << 16));
+}
 
 // dq_q6_decode_h decodes piece p of the Q6_K block at byte offset b from
 // its words r, in halves.
 void dq_q6_decode_h(Q6Raw r, uint b, uint p, out uvec2 h[4]) {
-    uint hf = p >> 3, g = p & 7u;
-    uint qa = q6_word(r.qa, b), qb = q6_word(r.qb, b), qh = q6_word(r.qh, b);
-    float d = unpackHalf2x16(r.d >> ((b & 2u) << 3)).x;
-    uint so = (b + 192u + 8u * hf + (g >> 2)) & 3u;
+    uvec2 qa = q6_words(r.qa, b), qb = q6_words(r.qb, b), qh = q6_words(r.qh, b);
+    uint ns = 4u * ((p >> 2) & 1u); // the nibble, and the first of qh's 4 bits
     uint q[4];
-    dq_q6_quants(qa, qb, qh, q);
-    for (uint i = 0u; i < 4u; i++) {
-        uint at = so + 2u * i; // the scale's byte among sc's 12
-        float sc = float(bitfieldExtract(int(r.sc[at >> 2]), int((at & 3u) * 8u), 8));
-        h[i] = h_affine(h_quants(q[i]), float16_t(1056.0), float16_t(d * sc), float16_t(0.0));
+    q[0] = ((qa.x >> ns) & 0x0F0F0F0Fu) | (((qh.x >> ns) & 0x03030303u) << 4);
+    q[1] = ((qa.y >> ns) & 0x0F0F0F0Fu) | (((qh.y >> ns) & 0x03030303u) << 4);
+    q[2] = ((qb.x >> ns) & 0x0F0F0F0Fu) | (((qh.x >> (ns + 2u)) & 0x03030303u) << 4);
+    q[3] = ((qb.y >> ns) & 0x0F0F0F0Fu) | (((qh.y >> (ns + 2u)) & 0x03030303u) << 4);
+    float d = unpackHalf2x16(r.d >> ((b & 2u) << 3)).x;
+    uint at = q6_sc(b, p) & 3u; // the first scale's byte among sc's 8
+    float16_t a0 = float16_t(d * float(bitfieldExtract(int(r.sc[at >> 2]), int((at & 3u) * 8u), 8)));
+    at += 2u;
+    float16_t a1 = float16_t(d * float(bitfieldExtract(int(r.sc[at >> 2]), int((at & 3u) * 8u), 8)));
+    const float16_t off = float16_t(1056.0), zero = float16_t(0.0);
+    h[0] = h_affine(h_quants(q[0]), off, a0, zero);
+    h[1] = h_affine(h_quants(q[1]), off, a0, zero);
+    h[2] = h_affine(h_quants(q[2]), off, a1, zero);
+    h[3] = h_affine(h_quants(q[3]), off, a1, zero);
+}
+
+// dq_off_h is dq_off for the stage's pieces: Q6_K's are placed as Q4_K's.
+uint dq_off_h(uint p, uint i) {
+    if (QTYPE == T_Q6_K) {
+        return 64u * (p >> 2) + 8u * (p & 3u) + 4u * (i & 1u) + 32u * (i >> 1);
     }
+    return dq_off(p, i);
 }
 
 // dq_piece_h is dq_piece in halves: Q4_K, Q5_K and Q6_K decode in f16
@@ -149,13 +180,14 @@ void dq_piece_h(uint b, uint p, uint lim, out uvec2 h[4]) {
 }
 
 // stagePiece writes a decoded 16-value piece (h, piece p of its block, as
-// dq_piece_h or dq_k_decode_h return it) whose block starts at
-// place-in-halves b: two 16-byte stores where the piece is two runs of 8
-// (Q4_K, Q5_K; b is then a multiple of 8), else one store a vec4 (dq_off).
+// dq_piece_h, dq_k_decode_h or dq_q6_decode_h return it) whose block starts
+// at place-in-halves b: two 16-byte stores where the piece is two runs of 8
+// (the K-quants; b is then a multiple of 8), else one store a vec4
+// (dq_off).
 void stagePiece(uint b, uint p, uvec2 h[4]) {
-    if (QTYPE == T_Q4_K || QTYPE == T_Q5_K) {
-        stage8((b + dq_off(p, 0u)) / 4u, h[0], h[1]);
-        stage8((b + dq_off(p, 2u)) / 4u, h[2], h[3]);
+    if (QKQUANT) {
+        stage8((b + dq_off_h(p, 0u)) / 4u, h[0], h[1]);
+        stage8((b + dq_off_h(p, 2u)) / 4u, h[2], h[3]);
     } else {
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
             stage4((b + dq_off(p, i)) / 4u, h[i]);

@@ -7,9 +7,9 @@
 // A workgroup computes a BM x BN tile of dst (weight rows x activation
 // columns); each of its subgroups a WM x WN part of it, as (WM/CM_M) x
 // (WN/CM_N) accumulator fragments. K advances BK values at a time, the
-// weight tile decoded once per step; BK spans whole runs of dequant.glsl's
-// pieces (64 values of Q4_K/Q5_K, 128 of Q6_K, a block of the others), the
-// Go side checks. The activations follow in chunks of KC values. Both
+// weight tile decoded once per step; BK spans whole runs of pieces (64
+// values of the K-quants, f16stage.glsl's, a block of the others), the Go
+// side checks. The activations follow in chunks of KC values. Both
 // stages are arrays of 16-byte words on the matrix units (f16vec4s in the
 // emulation), their rows padded by 8 halves (16 bytes) against bank
 // conflicts. The loops over a chunk's fragments, a step's chunks and a
@@ -198,7 +198,7 @@ void fetchA(uint m0, uint k0) {
         uint r = it / PA, k = k0 + 16u * (it % PA);
         bool inside = it < BM * PA && m0 + r < pc.M && k < pc.K;
         if (Q6RAW) {
-            Q6Raw z = Q6Raw(uvec2(0u), uvec2(0u), uvec2(0u), uvec3(0u), 0u);
+            Q6Raw z = Q6Raw(uvec3(0u), uvec3(0u), uvec3(0u), uvec2(0u), 0u);
             if (inside) {
                 z = dq_q6_fetch(pieceB(m0, r, k), (k % QK) / 16u);
             }

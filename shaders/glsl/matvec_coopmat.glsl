@@ -160,7 +160,7 @@ void fetchA(uint lane, uint m0, uint k0) {
 void storeA(uint base, uint r, uint q, uint p, uvec2 h[4]) {
     // The piece's block starts q - 16p values into the step (before it,
     // where a step is part of a block: the unsigned sum wraps back), and
-    // dq_off places each vec4 within the block.
+    // stagePiece places each vec4 within the block.
     stagePiece(4u * (base + r * SA) + q - 16u * p, p, h);
 }
 

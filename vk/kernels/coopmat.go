@@ -40,10 +40,10 @@ func (t CoopTile) SharedBytes(m, n int) int {
 // with 512 columns: 128x256 tiles ran the 14336-row gate and up matrices
 // at 100 TFLOP/s, but leave the 4096-row ones too few workgroups, which
 // ran fastest on 128x128 tiles of eight 64x32 parts with 64 values of k
-// per step (86-98). Q6_K needs 128 values per step: 128x128 tiles fit 48
-// KiB with 16-value activation chunks (64 TFLOP/s, against 39 for the
-// best 64x128). The 64x64 tiles serve matrices too small to fill the GPU
-// with the others.
+// per step (86-98). Q6_K takes the tiles of Q4_K since the stage cuts it
+// into 64-value runs too (f16stage.glsl); the tiles of 128-value steps are
+// for devices and shapes the others do not fit. The 64x64 tiles serve
+// matrices too small to fill the GPU with the others.
 var defaultCoopTiles = []CoopTile{
 	{BM: 128, BN: 256, WM: 64, WN: 64, BK: 64, KC: 32},
 	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
@@ -411,17 +411,15 @@ func (k *Kernels) CheckCoopTile(tile CoopTile, t quant.Type) error {
 	return nil
 }
 
-// kSpan is the run of values a K step must hold whole: the values that
-// consecutive pieces of dequant.glsl cover together. A Q4_K/Q5_K piece
-// holds values of two 32-value halves of a 64-value chunk, a Q6_K piece
-// four 32-value quarters of a 128-value half; the other blocks are plain
-// (16 values for the float types).
+// kSpan is the run of values a K step of the f16 stage must hold whole:
+// the values that consecutive pieces cover together. A Q4_K/Q5_K piece
+// holds values of two 32-value halves of a 64-value run, and the stage cuts
+// Q6_K alike (f16stage.glsl); the other blocks are plain (16 values for the
+// float types).
 func kSpan(t quant.Type) int {
 	switch {
-	case t == quant.Q4_K || t == quant.Q5_K:
+	case t == quant.Q4_K || t == quant.Q5_K || t == quant.Q6_K:
 		return 64
-	case t == quant.Q6_K:
-		return 128
 	case isFloat(t):
 		return 16
 	}

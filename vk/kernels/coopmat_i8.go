@@ -51,6 +51,16 @@ func coopInt8Run(t quant.Type) int {
 	return 32
 }
 
+// kSpanInt8 is kSpan for the integer variant, which stages dequant.glsl's
+// pieces as they are (slices.glsl): a Q6_K piece spans a 128-value half
+// of its block.
+func kSpanInt8(t quant.Type) int {
+	if t == quant.Q6_K {
+		return 128
+	}
+	return kSpan(t)
+}
+
 // Int8SharedBytes is the shared memory of the tile in the integer variant
 // with weights of type t and fragments of m x n x kk: the byte stages
 // (weights EXP bytes a value, EXP = 2 where kk is twice the weights' run
@@ -149,8 +159,8 @@ func (k *Kernels) CheckCoopInt8Tile(tile CoopTile, t quant.Type) error {
 		return bad("subgroup parts must divide the tile")
 	case tile.WM%m != 0 || tile.WN%n != 0 || tile.WM%16 != 0 || tile.WN%16 != 0:
 		return bad(fmt.Sprintf("subgroup parts must be whole %dx%d fragments and multiples of 16", m, n))
-	case tile.BK%kSpan(t) != 0:
-		return bad(fmt.Sprintf("K step must hold whole runs of %d %s values", kSpan(t), t))
+	case tile.BK%kSpanInt8(t) != 0:
+		return bad(fmt.Sprintf("K step must hold whole runs of %d %s values", kSpanInt8(t), t))
 	case tile.BK%tile.KC != 0 || tile.KC%32 != 0:
 		return bad("the activation chunk must divide the K step and be whole blocks of 32")
 	}

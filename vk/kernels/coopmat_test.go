@@ -393,10 +393,12 @@ func TestMatMulCoop(t *testing.T) {
 					i++
 				}
 			}
-			// Steps of one run of pieces: 64 values of Q4_K, 128 of Q6_K.
+			// Steps of one run of pieces: 64 values of the K-quants (the
+			// stage's Q6_K pieces, f16stage.glsl), and of two.
 			testCoop(t, k, quant.Q4_K, matCase{rows: 40, K: 768, n: 33}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 64}, 1)
 			testCoop(t, k, quant.Q5_K, matCase{rows: 17, K: 512, n: 16}, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 64, KC: 32}, 1)
 			testCoop(t, k, quant.Q6_K, matCase{rows: 40, K: 768, n: 33}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 32, BK: 128, KC: 64}, 1)
+			testCoop(t, k, quant.Q6_K, matCase{rows: 37, K: 1280, n: 19}, CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 32}, 1)
 			testCoop(t, k, quant.Q4_K, matCase{rows: 64, K: 512, n: 40}, k.CoopTileFor(quant.Q4_K), 1e6)
 			testCoop(t, k, quant.Q8_0, matCase{rows: 40, K: 96, n: 20}, CoopTile{BM: 16, BN: 32, WM: 16, WN: 16, BK: 32, KC: 32}, 1e6)
 			// The engine's tiles for narrow batches.
@@ -440,7 +442,7 @@ func TestMatMulCoopRejects(t *testing.T) {
 		{"K not a multiple of 8", k.MatMulCoop(s, bind, bind, bind, quant.F16, 9, 16, 36, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 16, KC: 16})},
 		{"partial fragments", k.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 24, BN: 16, WM: 24, WN: 16, BK: 256, KC: 16})},
 		{"partial run of Q4_K pieces", k.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 32, KC: 16})},
-		{"partial run of Q6_K pieces", k.MatMulCoop(s, bind, bind, bind, quant.Q6_K, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 64, KC: 16})},
+		{"partial run of Q6_K pieces", k.MatMulCoop(s, bind, bind, bind, quant.Q6_K, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 32, KC: 16})},
 		{"chunk", k.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 16, BN: 16, WM: 16, WN: 16, BK: 256, KC: 24})},
 		{"shared memory", k.MatMulCoop(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, CoopTile{BM: 256, BN: 16, WM: 16, WN: 16, BK: 256, KC: 16})},
 		{"short activations", k.MatMulCoop(s, bind, bind, vk.Binding{Buf: b, Size: 64}, quant.Q4_K, 9, 16, 256, tile)},

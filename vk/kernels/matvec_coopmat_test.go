@@ -82,7 +82,7 @@ func TestMatVecCoopRejects(t *testing.T) {
 		{"f32 weights", k.MatVecCoopWith(s, bind, bind, bind, quant.F32, 9, 16, 256, sh)},
 		{"off", off.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, sh)},
 		{"K not a multiple of the step", k.MatVecCoopWith(s, bind, bind, bind, quant.Q8_0, 9, 16, 96, sh)},
-		{"partial run of Q6_K pieces", k.MatVecCoopWith(s, bind, bind, bind, quant.Q6_K, 9, 16, 256, sh)},
+		{"partial run of Q6_K pieces", k.MatVecCoopWith(s, bind, bind, bind, quant.Q6_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 2, FM: 1, FN: 1, BK: 32})},
 		{"split not dividing", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 3, FM: 1, FN: 1, BK: 64})},
 		{"zero fragments", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 256, MatVecCoopShape{Subgroups: 4, Split: 1, FM: 1, FN: 0, BK: 64})},
 		{"shared memory", k.MatVecCoopWith(s, bind, bind, bind, quant.Q4_K, 9, 16, 4096, MatVecCoopShape{Subgroups: 64, Split: 1, FM: 4, FN: 1, BK: 4096})},

@@ -38,10 +38,10 @@ func idShared(bn int) int { return 8 * bn }
 // rounded up to a fragment's width, not to 64. Measured on the H200
 // (BenchmarkMoEPrefill -sweep, docs/KERNELS.md): 64-row tiles beat 128-row
 // ones on the 768x2048 and 2048x768 Q4_K experts (425 against 514 µs for
-// gate or up), and Q6_K, which needs 128 values a step, runs best on
-// 32x32 tiles (692 against 864 µs for down): small expert matrices need
-// many workgroups to fill the device. The 128-row tiles stay for devices
-// the first two do not fit.
+// gate or up): small expert matrices need many workgroups to fill the
+// device. Q6_K takes the first tile too, since the stage cuts it into
+// 64-value runs (f16stage.glsl). The others stay for devices the first
+// does not fit.
 var moeCoopTiles = []CoopTile{
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
 	{BM: 32, BN: 32, WM: 16, WN: 16, BK: 128, KC: 32},
