@@ -20,6 +20,7 @@ import (
 var (
 	sweep = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
 	cols  = flag.String("cols", "512", "BenchmarkMatMulQ4K, BenchmarkMatMulCoop, BenchmarkMatVecBatch: activation columns, a comma list")
+	model = flag.String("matrices", "llama3", "BenchmarkMatMulCoop, BenchmarkMatVecBatch: the model whose matrices to time: llama3 or qwen3")
 )
 
 // The benchmarks use their own device without the validation layer, with
@@ -58,6 +59,23 @@ type benchMatrix struct {
 // time: the FFN's in Q4_K (up/gate, down) and the down projection in Q6_K
 // as half the layers store it, and the attention's 4096x4096.
 var llamaMatrices = []benchMatrix{{quant.Q4_K, 14336, 4096}, {quant.Q4_K, 4096, 14336}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 4096}}
+
+// qwenMatrices are Qwen3-30B-A3B's dense matrices, its attention's (the
+// experts have BenchmarkMoEPrefill): q, o, and k and v in both of their
+// Q4_K_M types. Small enough that the tile's workgroup count matters.
+var qwenMatrices = []benchMatrix{{quant.Q4_K, 4096, 2048}, {quant.Q4_K, 2048, 4096}, {quant.Q4_K, 512, 2048}, {quant.Q6_K, 512, 2048}}
+
+// benchModel is -matrices' list.
+func benchModel(b *testing.B) []benchMatrix {
+	switch *model {
+	case "llama3":
+		return llamaMatrices
+	case "qwen3":
+		return qwenMatrices
+	}
+	b.Fatalf("-matrices %q: want llama3 or qwen3", *model)
+	return nil
+}
 
 // benchCols is -cols: the activation column counts to measure, in order.
 func benchCols(b *testing.B) []int {
@@ -389,7 +407,7 @@ func BenchmarkMatVecBatch(b *testing.B) {
 	defer kc.Close()
 	kc.CoopMat = coopmat.Choose(CoopDevice(k.info))
 	ns := benchCols(b)
-	for _, mat := range llamaMatrices {
+	for _, mat := range benchModel(b) {
 		qt, rows, K := mat.t, mat.rows, mat.K
 		mats := benchMatrices(b, qt, rows, K, 256<<20)
 		n := slices.Max(ns)

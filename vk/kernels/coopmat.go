@@ -42,12 +42,15 @@ func (t CoopTile) SharedBytes(m, n int) int {
 // ran fastest on 128x128 tiles of eight 64x32 parts with 64 values of k
 // per step (86-98). Q6_K takes the tiles of Q4_K since the stage cuts it
 // into 64-value runs too (f16stage.glsl); the tiles of 128-value steps are
-// for devices and shapes the others do not fit. The 64x64 tiles serve
-// matrices too small to fill the GPU with the others.
+// for devices and shapes the others do not fit. The 64x128 tile of eight
+// 32x32 parts serves the matrices of 2048 rows, which the 128-row tiles
+// leave too few workgroups (Qwen3-30B-A3B's o projection), and the 64x64
+// ones matrices too small to fill the GPU with the others.
 var defaultCoopTiles = []CoopTile{
 	{BM: 128, BN: 256, WM: 64, WN: 64, BK: 64, KC: 32},
 	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64},
 	{BM: 128, BN: 128, WM: 64, WN: 32, BK: 128, KC: 16},
+	{BM: 64, BN: 128, WM: 32, WN: 32, BK: 64, KC: 64},
 	{BM: 64, BN: 128, WM: 32, WN: 64, BK: 128, KC: 32},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64},
 	{BM: 64, BN: 64, WM: 32, WN: 32, BK: 128, KC: 64},

@@ -34,7 +34,7 @@ func BenchmarkMatMulCoop(b *testing.B) {
 		int8 = true
 	}
 	ns := benchCols(b)
-	for _, mat := range llamaMatrices {
+	for _, mat := range benchModel(b) {
 		qt, rows, K := mat.t, mat.rows, mat.K
 		mats := benchMatrices(b, qt, rows, K, 0)
 		n := slices.Max(ns)

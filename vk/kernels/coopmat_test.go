@@ -355,6 +355,34 @@ func TestCoopTileForShape(t *testing.T) {
 	}
 }
 
+// TestCoopTileForShapeH200 pins the built-in tiles of 512-column products
+// on an H200's limits (132 compute units, 48 KiB of shared memory, 16x16x16
+// fragments on 32-wide subgroups), no device needed: the widest tile that
+// leaves a matrix half as many workgroups as compute units, Q6_K as Q4_K
+// since its stage takes 64-value steps, and the 64x128 tile of 32x32 parts
+// for 2048 rows, which the 128-row tiles leave 64 workgroups.
+func TestCoopTileForShapeH200(t *testing.T) {
+	k := &Kernels{info: vk.DeviceInfo{ComputeUnits: 132, SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024, SubgroupSize: 32},
+		CoopMat: coopmat.Choice{F16: coopmat.Shape{M: 16, N: 16, K: 16}, Subgroup: 32}}
+	for _, c := range []struct {
+		t    quant.Type
+		rows int
+		want CoopTile
+	}{
+		{quant.Q4_K, 14336, CoopTile{BM: 128, BN: 256, WM: 64, WN: 64, BK: 64, KC: 32}},
+		{quant.Q6_K, 14336, CoopTile{BM: 128, BN: 256, WM: 64, WN: 64, BK: 64, KC: 32}},
+		{quant.Q4_K, 4096, CoopTile{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64}},
+		{quant.Q6_K, 4096, CoopTile{BM: 128, BN: 128, WM: 64, WN: 32, BK: 64, KC: 64}},
+		{quant.Q4_K, 2048, CoopTile{BM: 64, BN: 128, WM: 32, WN: 32, BK: 64, KC: 64}},
+		{quant.Q4_K, 1024, CoopTile{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64}},
+		{quant.Q6_K, 1024, CoopTile{BM: 64, BN: 64, WM: 32, WN: 32, BK: 64, KC: 64}},
+	} {
+		if got := k.CoopTileForShape(c.t, c.rows, 512); got != c.want {
+			t.Errorf("%s, %d rows: %v, want %v", c.t, c.rows, got, c.want)
+		}
+	}
+}
+
 // coopCases are the shapes the wide products' tests cycle through: row
 // and column counts that leave partial tiles (1, 7, 255, 257, 1025) and K
 // of several blocks.
@@ -404,6 +432,12 @@ func TestMatMulCoop(t *testing.T) {
 			// The engine's tiles for narrow batches.
 			testCoop(t, k, quant.Q4_K, matCase{rows: 257, K: 512, n: 37}, k.CoopTileForShape(quant.Q4_K, 257, 37), 1)
 			testCoop(t, k, quant.Q6_K, matCase{rows: 130, K: 768, n: 9}, k.CoopTileForShape(quant.Q6_K, 130, 9), 1)
+			// The 2048-row matrices' tile, where shared memory takes it
+			// (not lavapipe's 32 KiB).
+			if tile := (CoopTile{BM: 64, BN: 128, WM: 32, WN: 32, BK: 64, KC: 64}); k.CheckCoopTile(tile, quant.Q4_K) == nil {
+				testCoop(t, k, quant.Q4_K, matCase{rows: 200, K: 768, n: 150}, tile, 1)
+				testCoop(t, k, quant.Q6_K, matCase{rows: 200, K: 1280, n: 150}, tile, 1)
+			}
 		})
 	}
 	// NVIDIA's 16x8x16 fragments: parts of the tile in other multiples.
