@@ -670,8 +670,8 @@ var wrongCoop = matVariant{name: "wrong K", f16All: true, rec: func(k *kernels.K
 // (lavapipe has no cooperative matrices): its activations are rounded to
 // f16 on the device and its reference uses them, so honest tiles pass
 // within the f32 bound plus the weights' f16 rounding (none for F16); the
-// planted wrong kernels fail; a tile whose K step of 64 does not take Q6_K
-// falls back there to the built-in tile, as the engine would, and one the
+// planted wrong kernels fail; a tile whose K step of 32 takes neither Q4_K
+// nor Q6_K falls back there to the built-in tile, as the engine would, and one the
 // device cannot run falls back everywhere and is never chosen; weights it
 // does not take are left out with a note.
 func TestSweepCoopMat(t *testing.T) {
@@ -680,10 +680,10 @@ func TestSweepCoopMat(t *testing.T) {
 		t.Logf("not checked: %s", why)
 		return
 	}
-	k64 := kernels.CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 64, KC: 32}
+	k32 := kernels.CoopTile{BM: 32, BN: 32, WM: 16, WN: 16, BK: 32, KC: 32}
 	k128 := kernels.CoopTile{BM: 32, BN: 64, WM: 32, WN: 32, BK: 128, KC: 32}
 	partial := kernels.CoopTile{BM: 24, BN: 16, WM: 24, WN: 16, BK: 64, KC: 16} // not whole 16x16 fragments
-	o := Options{Reps: 1, Kernels: []string{KernelMatMulCoop}, TilesCoop: []kernels.CoopTile{k64, k128, partial}, Columns: 9,
+	o := Options{Reps: 1, Kernels: []string{KernelMatMulCoop}, TilesCoop: []kernels.CoopTile{k32, k128, partial}, Columns: 9,
 		coopEmulated: true, extra: map[string][]matVariant{KernelMatMulCoop: {wrongCoop, silent}}}
 	var log bytes.Buffer
 	o.Log = &log
@@ -703,7 +703,7 @@ func TestSweepCoopMat(t *testing.T) {
 		winners := 0
 		for _, c := range tb.Cells {
 			planted := c.Variant == wrong.name || c.Variant == silent.name
-			fallback := c.Variant == partial.String() || c.Variant == k64.String() && mat.Type == quant.Q6_K
+			fallback := c.Variant == partial.String() || c.Variant == k32.String() && mat.Type != quant.F16
 			switch {
 			case c.Bound != bound && c.Variant != silent.name: // silent is not a coopmat variant
 				t.Errorf("%s %s: bound %g, want %g", tb.Shape, c.Variant, c.Bound, bound)
@@ -739,14 +739,14 @@ func TestSweepCoopMat(t *testing.T) {
 	if p.MatMulCoop == nil || len(r.Unchosen) > 0 {
 		t.Fatalf("profile %s, unchosen %v", p, r.Unchosen)
 	}
-	if tile := p.MatMulCoop.Tile(); tile != k64 && tile != k128 && tile != (kernels.CoopTile{}) {
+	if tile := p.MatMulCoop.Tile(); tile != k32 && tile != k128 && tile != (kernels.CoopTile{}) {
 		t.Errorf("chosen matmul_coopmat tile %v: not a swept one that ran", tile)
 	}
 	var b bytes.Buffer
 	if err := r.Write(&b, "md"); err != nil {
 		t.Fatal(err)
 	}
-	if md := b.String(); !strings.Contains(md, "whole runs of 128 Q6_K values; the engine runs the default here") ||
+	if md := b.String(); !strings.Contains(md, "whole runs of 64 Q6_K values; the engine runs the default here") ||
 		!strings.Contains(md, "FAILED parity") || !strings.Contains(md, "matmul_coopmat ") {
 		t.Errorf("markdown lacks the fallback or failed cells or the choice:\n%s", md)
 	}
