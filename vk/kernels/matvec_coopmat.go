@@ -29,6 +29,11 @@ const matVecCoopFrags = 4
 // matVecCoopSplitMax bounds Split (and so the workgroup's subgroups).
 const matVecCoopSplitMax = 8
 
+// matVecCoopPerCU is how many subgroups per compute unit MatVecCoopFor's
+// split aims for: on the H200 the 4096-row matrices ran faster in 4 parts
+// than in the 8 that twice as many asked for (docs/KERNELS.md).
+const matVecCoopPerCU = 4
+
 // UseMatVecCoop says whether the engine's product of n activation columns
 // of K values with weights of type t runs on matvec_coopmat: with the
 // policy NarrowCoop on, for MaxMatVecCols < n <= NarrowCoopCols, on rows
@@ -61,9 +66,9 @@ func (k *Kernels) matVecCoopUnit(t quant.Type) int {
 // 128-value steps where K allows (64 in the emulation, whose lanes hold
 // four times the pieces), all columns in one workgroup row up to
 // matVecCoopFrags fragments, and Split doubled until the matrix has
-// eight subgroups per compute unit or K runs out of steps: the k and v
-// projections' 1024 rows are 64 blocks, a tenth of what an H200 streams
-// with.
+// matVecCoopPerCU subgroups per compute unit or K runs out of steps: the
+// k and v projections' 1024 rows are 64 blocks, an eighth of what an H200
+// holds at that count.
 func (k *Kernels) MatVecCoopFor(t quant.Type, n, rows, K int) MatVecCoopShape {
 	m, cn, _ := k.coopShape()
 	unit := k.matVecCoopUnit(t)
@@ -95,7 +100,7 @@ func (k *Kernels) MatVecCoopFor(t quant.Type, n, rows, K int) MatVecCoopShape {
 	}
 	blocks, steps := ceil(rows, m*fm), K/max(bk, 1)
 	split := 1
-	for split < matVecCoopSplitMax && blocks*split < 8*cus && 2*split <= steps {
+	for split < matVecCoopSplitMax && blocks*split < matVecCoopPerCU*cus && 2*split <= steps {
 		split *= 2
 	}
 	sh := MatVecCoopShape{Subgroups: max(4, split), Split: split, FM: fm, FN: fn, BK: bk}

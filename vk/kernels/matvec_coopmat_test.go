@@ -74,6 +74,30 @@ func TestMatVecCoop(t *testing.T) {
 	}
 }
 
+// TestMatVecCoopForH200 pins the built-in shapes of 16-column products on
+// an H200's limits (132 compute units, 48 KiB of shared memory, 16x16x16
+// fragments on 32-wide subgroups), no device needed: K split until the
+// matrix has 4 subgroups per compute unit, at most 8 ways.
+func TestMatVecCoopForH200(t *testing.T) {
+	k := &Kernels{info: vk.DeviceInfo{ComputeUnits: 132, SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024, SubgroupSize: 32},
+		CoopMat: coopmat.Choice{F16: coopmat.Shape{M: 16, N: 16, K: 16}, Subgroup: 32}}
+	for _, c := range []struct {
+		t       quant.Type
+		rows, K int
+		want    string
+	}{
+		{quant.Q4_K, 14336, 4096, "g4s1m1n1k128"},
+		{quant.Q4_K, 4096, 14336, "g4s4m1n1k128"},
+		{quant.Q6_K, 4096, 14336, "g4s4m1n1k128"},
+		{quant.Q4_K, 4096, 4096, "g4s4m1n1k128"},
+		{quant.Q4_K, 1024, 4096, "g8s8m1n1k128"},
+	} {
+		if got := k.MatVecCoopFor(c.t, 16, c.rows, c.K); got.String() != c.want {
+			t.Errorf("%dx%d %s, 16 columns: %v, want %s", c.rows, c.K, c.t, got, c.want)
+		}
+	}
+}
+
 func TestMatVecCoopRejects(t *testing.T) {
 	k, off, b, s := coopRejects(t, false)
 	bind := whole(b)
