@@ -670,10 +670,10 @@ var wrongCoop = matVariant{name: "wrong K", f16All: true, rec: func(k *kernels.K
 // (lavapipe has no cooperative matrices): its activations are rounded to
 // f16 on the device and its reference uses them, so honest tiles pass
 // within the f32 bound plus the weights' f16 rounding (none for F16); the
-// planted wrong kernels fail; a tile whose K step of 32 takes neither Q4_K
-// nor Q6_K falls back there to the built-in tile, as the engine would, and one the
-// device cannot run falls back everywhere and is never chosen; weights it
-// does not take are left out with a note.
+// planted wrong kernels fail; a tile whose K step of 32 takes neither
+// Q4_K nor Q6_K falls back there to the built-in tile, as the engine
+// would, and one the device cannot run falls back everywhere and is never
+// chosen; weights it does not take are left out with a note.
 func TestSweepCoopMat(t *testing.T) {
 	d := open(t)
 	if why := vktest.CoopEmulationBroken(d); why != "" {

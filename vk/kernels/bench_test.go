@@ -18,9 +18,9 @@ import (
 )
 
 var (
-	sweep = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
-	cols  = flag.String("cols", "512", "BenchmarkMatMulQ4K, BenchmarkMatMulCoop, BenchmarkMatVecBatch: activation columns, a comma list")
-	model = flag.String("matrices", "llama3", "BenchmarkMatMulCoop, BenchmarkMatVecBatch: the model whose matrices to time: llama3 or qwen3")
+	sweep    = flag.Bool("sweep", false, "benchmarks: try several matrix-vector shapes, not just the default")
+	cols     = flag.String("cols", "512", "BenchmarkMatMulQ4K, BenchmarkMatMulCoop, BenchmarkMatVecBatch: activation columns, a comma list")
+	matrices = flag.String("matrices", "llama3", "BenchmarkMatMulCoop, BenchmarkMatVecBatch: the model whose matrices to time: llama3 or qwen3")
 )
 
 // The benchmarks use their own device without the validation layer, with
@@ -67,13 +67,13 @@ var qwenMatrices = []benchMatrix{{quant.Q4_K, 4096, 2048}, {quant.Q4_K, 2048, 40
 
 // benchModel is -matrices' list.
 func benchModel(b *testing.B) []benchMatrix {
-	switch *model {
+	switch *matrices {
 	case "llama3":
 		return llamaMatrices
 	case "qwen3":
 		return qwenMatrices
 	}
-	b.Fatalf("-matrices %q: want llama3 or qwen3", *model)
+	b.Fatalf("-matrices %q: want llama3 or qwen3", *matrices)
 	return nil
 }
 
