@@ -82,7 +82,7 @@ void dq_k_decode_h(KRaw r, uint p, out uvec2 h[4]) {
 }
 
 // The stage cuts Q6_K into pieces of its own, not dequant.glsl's: piece p
-// of a block covers the same 16 places as a Q4_K piece (dq_off_h), 8
+// of a block covers the same 16 places as a Q4_K piece (stagePiece), 8
 // values of each 32-value half of the 64-value run p/4, so that a K step
 // need hold only 64 values of Q6_K, as of Q4_K, and a piece is two runs
 // of 8, two 16-byte stores. dequant.glsl's Q6_K pieces span a 128-value
@@ -155,14 +155,6 @@ void dq_q6_decode_h(Q6Raw r, uint b, uint p, out uvec2 h[4]) {
     h[3] = h_affine(h_quants(q[3]), off, a1, zero);
 }
 
-// dq_off_h is dq_off for the stage's pieces: Q6_K's are placed as Q4_K's.
-uint dq_off_h(uint p, uint i) {
-    if (QTYPE == T_Q6_K) {
-        return 64u * (p >> 2) + 8u * (p & 3u) + 4u * (i & 1u) + 32u * (i >> 1);
-    }
-    return dq_off(p, i);
-}
-
 // dq_piece_h is dq_piece in halves: Q4_K, Q5_K and Q6_K decode in f16
 // arithmetic, the other types through dq_piece's floats.
 void dq_piece_h(uint b, uint p, uint lim, out uvec2 h[4]) {
@@ -181,13 +173,15 @@ void dq_piece_h(uint b, uint p, uint lim, out uvec2 h[4]) {
 
 // stagePiece writes a decoded 16-value piece (h, piece p of its block, as
 // dq_piece_h, dq_k_decode_h or dq_q6_decode_h return it) whose block starts
-// at place-in-halves b: two 16-byte stores where the piece is two runs of 8
-// (the K-quants; b is then a multiple of 8), else one store a vec4
-// (dq_off).
+// at place-in-halves b. A K-quant piece (Q6_K's as the stage cuts it) is
+// two runs of 8, values 8(p%4).. of each 32-value half of the block's
+// 64-value run p/4: two 16-byte stores (b is then a multiple of 8). The
+// others take one store a vec4, where dq_off places it.
 void stagePiece(uint b, uint p, uvec2 h[4]) {
     if (QKQUANT) {
-        stage8((b + dq_off_h(p, 0u)) / 4u, h[0], h[1]);
-        stage8((b + dq_off_h(p, 2u)) / 4u, h[2], h[3]);
+        uint at = b + 64u * (p >> 2) + 8u * (p & 3u);
+        stage8(at / 4u, h[0], h[1]);
+        stage8((at + 32u) / 4u, h[2], h[3]);
     } else {
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
             stage4((b + dq_off(p, i)) / 4u, h[i]);

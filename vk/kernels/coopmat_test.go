@@ -355,15 +355,22 @@ func TestCoopTileForShape(t *testing.T) {
 	}
 }
 
-// TestCoopTileForShapeH200 pins the built-in tiles of 512-column products
-// on an H200's limits (132 compute units, 48 KiB of shared memory, 16x16x16
-// fragments on 32-wide subgroups), no device needed: the widest tile that
-// leaves a matrix half as many workgroups as compute units, Q6_K as Q4_K
-// since its stage takes 64-value steps, and the 64x128 tile of 32x32 parts
-// for 2048 rows, which the 128-row tiles leave 64 workgroups.
-func TestCoopTileForShapeH200(t *testing.T) {
-	k := &Kernels{info: vk.DeviceInfo{ComputeUnits: 132, SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024, SubgroupSize: 32},
+// h200Limits is Kernels with an H200's limits and matrix-unit policy (132
+// compute units, 48 KiB of shared memory, 16x16x16 fragments on 32-wide
+// subgroups) and no device: enough for the built-in shape choices, which
+// the policy tests pin without a GPU.
+func h200Limits() *Kernels {
+	return &Kernels{info: vk.DeviceInfo{ComputeUnits: 132, SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024, SubgroupSize: 32},
 		CoopMat: coopmat.Choice{F16: coopmat.Shape{M: 16, N: 16, K: 16}, Subgroup: 32}}
+}
+
+// TestCoopTileForShapeH200 pins the built-in tiles of 512-column products
+// on an H200's limits (h200Limits): the widest tile that leaves a matrix
+// half as many workgroups as compute units, Q6_K as Q4_K since its stage
+// takes 64-value steps, and the 64x128 tile of 32x32 parts for 2048 rows,
+// which the 128-row tiles leave 64 workgroups.
+func TestCoopTileForShapeH200(t *testing.T) {
+	k := h200Limits()
 	for _, c := range []struct {
 		t    quant.Type
 		rows int

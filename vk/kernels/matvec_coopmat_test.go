@@ -75,12 +75,10 @@ func TestMatVecCoop(t *testing.T) {
 }
 
 // TestMatVecCoopForH200 pins the built-in shapes of 16-column products on
-// an H200's limits (132 compute units, 48 KiB of shared memory, 16x16x16
-// fragments on 32-wide subgroups), no device needed: K split until the
-// matrix has 4 subgroups per compute unit, at most 8 ways.
+// an H200's limits (h200Limits): K split until the matrix has 4 subgroups
+// per compute unit, at most 8 ways.
 func TestMatVecCoopForH200(t *testing.T) {
-	k := &Kernels{info: vk.DeviceInfo{ComputeUnits: 132, SharedMemory: 48 << 10, MaxWorkgroupInvocations: 1024, SubgroupSize: 32},
-		CoopMat: coopmat.Choice{F16: coopmat.Shape{M: 16, N: 16, K: 16}, Subgroup: 32}}
+	k := h200Limits()
 	for _, c := range []struct {
 		t       quant.Type
 		rows, K int
