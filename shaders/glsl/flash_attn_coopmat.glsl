@@ -54,7 +54,7 @@
 // barriers as workgroup ones) separate the phases; five per tile.
 //
 // Shared memory (halves for f16): shQ ROWS(D+8) without QREG, shKV
-// max(BC, ROWS)(D+8) (ROWS with QREG: Q passes through it first), shP
+// KVR(D+8) (at least a round of Q's rows with QREG), shP
 // ROWS(BC+8), shS ROWS(BC+4) floats, mtile BR(BC+1) floats with MASK
 // (rounded up to 4), W floats of row partials, ROWS floats of alpha and
 // two 16-byte flags.
@@ -83,9 +83,14 @@ const uint PPR = BC / 2u;                // column pairs of a tile row
 const uint NPL = (PPR + LPR - 1u) / LPR; // pairs per lane: j*LPR + sub
 const uint DP = D + 8u;                  // shKV row stride (halves)
 const bool QREG = D <= 128u;             // Q fragments in registers
-// Rows of shKV: a tile's keys, or the block's query rows where more (with
-// QREG, Q passes through it before the walk).
-const uint KVR = QREG && ROWS > BC ? ROWS : BC;
+// With QREG, Q passes through shKV before the walk, QRR rows a round
+// (whole row blocks, at least one): shKV keeps a tile's rows, so that a
+// tile of many rows and few keys (8 q-heads x 32 keys) fits.
+// (Ternaries, not min and max: these are specialization constant
+// expressions.)
+const uint QRB = BC >= CM_M ? CM_M * (BC / CM_M) : CM_M;
+const uint QRR = QRB < ROWS ? QRB : ROWS;
+const uint KVR = QREG && QRR > BC ? QRR : BC; // rows of shKV
 const uint PP = BC + 8u;                 // shP row stride (halves)
 const uint SSR = BC + 4u;                // shS row stride (floats): S, or BC dims of O
 const uint MS = BC + 1u;                 // mtile row stride (floats)
@@ -244,18 +249,30 @@ void main() {
     // Q rows, scaled into log2 units and rounded to f16; rows past the
     // batch are zero (they write nothing).
     const float qscale = pc.scale * LOG2E;
+    CM_DECL_A(qa, QREG ? D / CM_K : 1u);
     if (QREG) {
-        // 8 values at a time, one store each.
-        for (uint e = lane; e < ROWS * D / 8u; e += W) {
-            const uint r = e / (D / 8u), d = 8u * (e % (D / 8u));
-            uvec4 w = uvec4(0u);
-            if (r % BR < qn) {
-                const uint at = (q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d;
-                [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                    w[i] = packFloat2x16(f16vec2(q_in[at + 2u * i] * qscale, q_in[at + 2u * i + 1u] * qscale));
+        // QRR rows a round, 8 values at a time, one store each; then the
+        // subgroups whose row block is in the round load its fragments.
+        const uint qmi = sg % FM; // the subgroup's row block, every tile
+        for (uint r0 = 0u; r0 < ROWS; r0 += QRR) {
+            barrier(); // the previous round's fragments are loaded
+            for (uint e = lane; e < QRR * D / 8u; e += W) {
+                const uint r = r0 + e / (D / 8u), d = 8u * (e % (D / 8u));
+                uvec4 w = uvec4(0u);
+                if (r < ROWS && r % BR < qn) {
+                    const uint at = (q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d;
+                    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                        w[i] = packFloat2x16(f16vec2(q_in[at + 2u * i] * qscale, q_in[at + 2u * i + 1u] * qscale));
+                    }
+                }
+                kv_put8((r - r0) * DP + d, w);
+            }
+            barrier(); // the round is staged
+            if (qmi * CM_M >= r0 && qmi * CM_M < r0 + QRR) { // uniform in the subgroup
+                for (uint j = 0u; j < D / CM_K; j++) {
+                    KV_LOAD_A(qa[j], (qmi * CM_M - r0) * DP + j * CM_K, DP);
                 }
             }
-            kv_put8(r * DP + d, w);
         }
     } else {
         for (uint e = lane; e < ROWS * D; e += W) {
@@ -265,14 +282,6 @@ void main() {
                 x = q_in[(q0 + r % BR) * pc.n_head * D + (head0 + r / BR) * D + d] * qscale;
             }
             shQ[r * DP + d] = float16_t(x);
-        }
-    }
-    CM_DECL_A(qa, QREG ? D / CM_K : 1u);
-    if (QREG) {
-        barrier(); // Q is staged
-        const uint qmi = sg % FM; // the subgroup's row block, every tile
-        for (uint j = 0u; j < D / CM_K; j++) {
-            KV_LOAD_A(qa[j], qmi * CM_M * DP + j * CM_K, DP);
         }
     }
     if (lane == 0u) {

@@ -62,11 +62,13 @@ func (p CoopPlan) String() string {
 
 // coopShared is the shared memory of flash_attn_coopmat.glsl's arrays
 // for a geometry (keep in step with the shader's declarations).
-func coopShared(d, br, heads, bc, lanes int, mask bool) int {
+func coopShared(d, br, heads, bc, lanes, fragM int, mask bool) int {
 	rows := br * heads
 	kvr := bc
 	if coopQReg(d) {
-		kvr = max(bc, rows) // Q passes through the K/V tile
+		// Q passes through the K/V tile in rounds of whole row blocks
+		// (QRR), at least one block.
+		kvr = max(bc, min(rows, fragM*max(1, bc/fragM)))
 	}
 	n := kvr*(d+8)*2 + rows*(bc+8)*2 // shKV, shP (f16)
 	if coopQReg(d) {
@@ -128,12 +130,12 @@ func (t CoopTile) preferred() []CoopTile {
 // coopTiles are the geometries tried, in order: the first that the GQA
 // group, the head dim and the device's shared memory allow. Measured on the
 // H200 (Llama-3-8B's and Qwen3-30B-A3B's attention, 512 queries at depth
-// 16384, docs/KERNELS.md), with 8 scores a lane: 4 heads x 64 keys 138
-// TFLOP/s, 4 x 32 120, 2 x 32 102, 2 x 64 97, 1 x 32 67, 1 x 64 55. More
-// q-heads share each K/V tile; the registers a lane holds (the next
-// tile's K and V, its scores and output fragments) set how many warps a
-// compute unit keeps.
-var coopTiles = []CoopTile{{4, 64}, {4, 32}, {2, 32}, {2, 64}, {1, 32}, {1, 64}, {1, 16}}
+// 16384, docs/KERNELS.md), with 8 scores a lane: 8 heads x 32 keys (GQA
+// groups of 8) 140 TFLOP/s, 4 x 64 138, 4 x 32 120, 2 x 32 102, 2 x 64 97,
+// 1 x 32 67, 1 x 64 55. More q-heads share each K/V tile; the registers a
+// lane holds (the next tile's K and V, its scores and output fragments)
+// set how many warps a compute unit keeps.
+var coopTiles = []CoopTile{{8, 32}, {4, 64}, {4, 32}, {2, 32}, {2, 64}, {1, 32}, {1, 64}, {1, 16}}
 
 // CoopPlan is the cooperative-matrix kernel's geometry for sh, or an error
 // saying why Record runs the scalar kernel instead: the kernel is off
@@ -208,7 +210,13 @@ func (f *FlashAttn) CoopPlan(sh Shape) (CoopPlan, error) {
 		if q.Lanes() > f.info.MaxWorkgroupInvocations {
 			continue
 		}
-		q.SharedBytes = coopShared(sh.HeadDim, q.Br, t.Heads, t.Bc, q.Lanes(), sh.Mask)
+		// With Q in registers a subgroup keeps at most 4 output fragments:
+		// 8 q-heads x 32 keys at wave64 (8 subgroups, 8 fragments each)
+		// spilled on navi31, at wave32 (16 subgroups, 4 each) it did not.
+		if !f.coopEmu && coopQReg(sh.HeadDim) && q.Rows()/s.M*(sh.HeadDim/s.N) > 4*q.Subgroups {
+			continue
+		}
+		q.SharedBytes = coopShared(sh.HeadDim, q.Br, t.Heads, t.Bc, q.Lanes(), s.M, sh.Mask)
 		if q.SharedBytes <= f.info.SharedMemory {
 			return q, nil
 		}

@@ -49,8 +49,8 @@ func (c coopCase) String() string {
 // cache's end; GQA groups of 1, 4 and 8 over one to three KV heads; head
 // dims 64, 80, 96 and 128; with and without a mask (maskFor: a fully
 // masked tile of keys 32..63, and a fully masked query row); scores that
-// keep passing the running max; one, two and four q-heads per workgroup
-// (the policy takes as many as fit); tiles of 16;
+// keep passing the running max; one, two, four and eight q-heads per workgroup
+// (the policy takes as many as fit; eight stage Q in rounds); tiles of 16;
 // sliding windows over rings that have wrapped (of exactly window+queries-1
 // rows, and looser) and over a cache of every position.
 var coopCases = []coopCase{
@@ -318,9 +318,10 @@ func coopNullPipelines(t *testing.T, d *vk.Device, choice coopmat.Choice) {
 		t.Fatal(err)
 	}
 	defer fa.Close()
-	for _, dim := range []int{64, 128, 256} {
+	for _, c := range []struct{ kvHeads, dim int }{{8, 64}, {8, 128}, {8, 256}, {4, 64}, {4, 128}} {
+		dim := c.dim
 		for _, mask := range []bool{false, true} {
-			sh := Shape{Queries: 512, Heads: 32, KVHeads: 8, HeadDim: dim, Context: 4096, Mask: mask}
+			sh := Shape{Queries: 512, Heads: 32, KVHeads: c.kvHeads, HeadDim: dim, Context: 4096, Mask: mask}
 			p, err := fa.CoopPlan(sh)
 			if err != nil {
 				t.Fatal(err)
@@ -332,13 +333,17 @@ func coopNullPipelines(t *testing.T, d *vk.Device, choice coopmat.Choice) {
 			stats := ""
 			if st, err := pipe.Statistics(); err == nil {
 				for _, s := range st {
+					v := s.Uint + uint64(s.Int)
 					switch s.Name {
 					case "VGPRs", "SGPRs", "LDS size", "Spilled VGPRs", "Spilled SGPRs", "Scratch size":
-						stats += fmt.Sprintf(" %s=%d", s.Name, s.Uint+uint64(s.Int))
+						stats += fmt.Sprintf(" %s=%d", s.Name, v)
+					}
+					if s.Name == "Spilled VGPRs" && v > 0 {
+						t.Errorf("gqa%d mask=%v %v: %d VGPRs spilled", sh.Heads/sh.KVHeads, mask, p, v)
 					}
 				}
 			}
-			t.Logf("mask=%v %v:%s", mask, p, stats)
+			t.Logf("gqa%d mask=%v %v:%s", sh.Heads/sh.KVHeads, mask, p, stats)
 		}
 	}
 }
