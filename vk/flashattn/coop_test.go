@@ -268,9 +268,10 @@ const coopNullChild = "VKINFER_FLASHATTN_COOP_NULL_CHILD"
 // TestFlashAttnCoopCompilesNavi31 builds the cooperative-matrix kernel on
 // the device's matrix units with AMD's compiler, through RADV's navi31
 // (RDNA3) null device in a child process: the policy's 16x16x16 fragments
-// at its subgroup size (64) and at 32, head dims 64, 128 and 256, with and
-// without a mask. Nothing runs there;
-// the pipelines must build, and the statistics show whether ACO spilled.
+// at its subgroup size (64) and at 32, GQA groups of 4 (head dims 64, 128
+// and 256) and of 8 (64 and 128: the 8-head tile), with and without a
+// mask. Nothing runs there; the pipelines must build without a spilled
+// VGPR (the tile policy keeps the plans within the registers).
 func TestFlashAttnCoopCompilesNavi31(t *testing.T) {
 	if os.Getenv(coopNullChild) == "1" {
 		coopNullDevice(t)
@@ -319,9 +320,8 @@ func coopNullPipelines(t *testing.T, d *vk.Device, choice coopmat.Choice) {
 	}
 	defer fa.Close()
 	for _, c := range []struct{ kvHeads, dim int }{{8, 64}, {8, 128}, {8, 256}, {4, 64}, {4, 128}} {
-		dim := c.dim
 		for _, mask := range []bool{false, true} {
-			sh := Shape{Queries: 512, Heads: 32, KVHeads: c.kvHeads, HeadDim: dim, Context: 4096, Mask: mask}
+			sh := Shape{Queries: 512, Heads: 32, KVHeads: c.kvHeads, HeadDim: c.dim, Context: 4096, Mask: mask}
 			p, err := fa.CoopPlan(sh)
 			if err != nil {
 				t.Fatal(err)
