@@ -71,8 +71,33 @@ func (p *program) Route(ids, weights, logits, router, x backend.Tensor, k int, n
 	if n := p.norm; n.feeds(a) {
 		src, reads, rn = n.x, bindings(m.b, n.x.b, n.w.b), &kernels.RouterNorm{G: n.w.b, Eps: n.eps}
 	}
-	p.op(reads, bindings(l.b, id.b, w.b), func() error {
-		return p.e.k.Router(p.seq, id.b, w.b, l.b, m.b, src.b, rn, a.rows, l.cols, a.cols, k, norm)
+	if a.rows < kernels.RouterPartsMinRows {
+		p.op(reads, bindings(l.b, id.b, w.b), func() error {
+			return p.e.k.Router(p.seq, id.b, w.b, l.b, m.b, src.b, rn, a.rows, l.cols, a.cols, k, norm)
+		})
+		return
+	}
+	// A prefill batch: the product in parts of K, tiles of tokens and
+	// experts reading the router matrix once a tile, then the parts summed
+	// and routed.
+	size := p.e.k.RouterPartsBytes(a.rows, l.cols, a.cols)
+	if p.routerParts == nil || p.routerParts.Size() < size {
+		var err error
+		if p.routerParts, err = p.buffer(size, false); err != nil {
+			p.fail(err)
+			return
+		}
+	}
+	parts := vk.Binding{Buf: p.routerParts, Size: size}
+	var g *vk.Binding
+	if rn != nil {
+		g = &rn.G
+	}
+	p.op(reads, bindings(parts), func() error {
+		return p.e.k.RouterParts(p.seq, parts, m.b, src.b, g, a.rows, l.cols, a.cols)
+	})
+	p.op(bindings(parts, src.b), bindings(l.b, id.b, w.b), func() error {
+		return p.e.k.RouteParts(p.seq, id.b, w.b, l.b, parts, src.b, rn, a.rows, l.cols, a.cols, k, norm)
 	})
 }
 
@@ -286,10 +311,13 @@ func (o *planOps) Route(ids, weights, logits, router, x backend.Tensor, k int, n
 		return
 	}
 	o.routed[id] = l.cols
-	if fused {
-		rms := o.norm.feeds(a)
+	switch rms := o.norm.feeds(a); {
+	case fused && a.rows >= kernels.RouterPartsMinRows:
+		o.add(fmt.Sprintf("router_parts %dx%d F32", l.cols, a.cols), 0, o.pl.e.k.RouterPartsSpec(rms))
+		o.add(fmt.Sprintf("route top %d of %d, parts", k, l.cols), 0, o.pl.e.k.RoutePartsSpec(norm, rms, l.cols))
+	case fused:
 		o.add(fmt.Sprintf("router %dx%d F32, top %d", l.cols, a.cols, k), 0, o.pl.e.k.RouterSpec(norm, rms, a.rows, l.cols))
-	} else {
+	default:
 		o.add(fmt.Sprintf("route top %d of %d", k, l.cols), 0, o.pl.e.k.RouteSpec(norm, l.cols))
 	}
 	o.wrote(l)

@@ -53,6 +53,9 @@ type program struct {
 	// splitPart holds the partial products of matmul_coopmat with K in
 	// parts (productCoop), shared by every such product of the program.
 	splitPart *vk.Buffer
+	// routerParts holds a prefill router's product in parts of K
+	// (kernels.RouterParts), shared by every layer's router.
+	routerParts *vk.Buffer
 	// prod holds MatMulAdd's product where it is not fused.
 	prod *tensor
 	// q8 holds the 8-bit copies of activations (kernels.QuantizeQ8) that

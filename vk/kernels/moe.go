@@ -35,20 +35,184 @@ func (k *Kernels) Route(s *vk.Sequence, ids, weights, logits vk.Binding, rows, e
 	if err := need("route weights", weights, f32(rows*topK)); err != nil {
 		return err
 	}
+	unused, err := k.unusedInput()
+	if err != nil {
+		return err
+	}
 	p, err := k.pipeline(k.RouteSpec(norm, experts))
 	if err != nil {
 		return err
 	}
 	gx, gy := k.grid(rows)
 	s.Label(fmt.Sprintf("top %d of %d", topK, experts))
-	s.Dispatch(p, []vk.Binding{logits, ids, weights}, vk.Push(uint32(rows), uint32(experts), uint32(topK)), gx, gy, 1)
+	s.Dispatch(p, []vk.Binding{logits, ids, weights, unused, unused}, vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(0), uint32(0), float32(0)), gx, gy, 1)
 	return nil
 }
 
 // RouteSpec is the pipeline Route builds for experts experts (its top-k
 // holds that many in registers).
 func (k *Kernels) RouteSpec(norm bool, experts int) vk.PipelineSpec {
-	return spec("route", 3, 12, 0, Lanes, uint32(experts), b32(norm), k.narrowest())
+	return k.routeSpec(norm, false, false, experts)
+}
+
+// routeSpec is route.comp's pipeline; parts and rms are its PARTS and RMS.
+func (k *Kernels) routeSpec(norm, parts, rms bool, experts int) vk.PipelineSpec {
+	return spec("route", 5, 24, 0, Lanes, uint32(experts), b32(norm), k.narrowest(), b32(parts), b32(rms))
+}
+
+// The prefill router in parts (router_parts.comp, then route.comp with
+// PARTS): a tile of routerTileTokens tokens × routerTileExperts experts a
+// workgroup, K cut into splits of whole chunks of routerChunk values so
+// that the tiles fill the device.
+const (
+	routerTileTokens  = 64
+	routerTileExperts = 64
+	routerChunk       = 32
+)
+
+// RouterPartsMinRows is the least batch the engine routes in parts
+// (RouterParts and RouteParts): half a tile of tokens. Fewer tokens, as
+// decode's and most server steps, take router.comp in one dispatch, which
+// reads the router matrix once a token: a dependent dispatch fewer.
+const RouterPartsMinRows = routerTileTokens / 2
+
+// routerSpan is the values of K a split of the prefill router takes (whole
+// chunks) and the splits that makes: about two workgroups a compute unit
+// (32 where the device does not say) over the batch's tiles, at least a
+// chunk each.
+func (k *Kernels) routerSpan(rows, experts, K int) (span, splits int) {
+	cus := k.info.ComputeUnits
+	if cus == 0 {
+		cus = 32
+	}
+	tiles := ceil(rows, routerTileTokens) * ceil(experts, routerTileExperts)
+	chunks := ceil(K, routerChunk)
+	want := min(max(ceil(2*cus, tiles), 1), chunks)
+	span = ceil(chunks, want) * routerChunk
+	return span, ceil(K, span)
+}
+
+// RouterPartsBytes is the scratch RouterParts writes and RouteParts reads
+// for rows tokens over experts experts of K values.
+func (k *Kernels) RouterPartsBytes(rows, experts, K int) int64 {
+	_, splits := k.routerSpan(rows, experts, K)
+	return f32(splits * rows * experts)
+}
+
+// RouterParts records router_parts.comp, a prefill batch's router product
+// in parts of K: parts (RouterPartsBytes) gets, for each split of K, W · h
+// over its values, h being x times the norm's weight g where g is not nil
+// (RouteParts then applies the norm's factor), else x. W is experts × K
+// F32, x rows × K.
+func (k *Kernels) RouterParts(s *vk.Sequence, parts, w, x vk.Binding, g *vk.Binding, rows, experts, K int) error {
+	for _, dims := range [][]int{{rows, experts}, {experts, K}, {rows, K}} {
+		if err := positive("router parts", dims...); err != nil {
+			return err
+		}
+	}
+	if K%4 != 0 {
+		return fmt.Errorf("kernels: router parts: rows of %d values: want a multiple of 4", K)
+	}
+	if err := vec4Aligned("router parts", w, x); err != nil {
+		return err
+	}
+	span, splits := k.routerSpan(rows, experts, K)
+	gb, err := k.unusedInput()
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		if err := vec4Aligned("router parts", *g); err != nil {
+			return err
+		}
+		if err := need("router norm weights", *g, f32(K)); err != nil {
+			return err
+		}
+		gb = *g
+	}
+	for _, c := range []struct {
+		what string
+		b    vk.Binding
+		n    int64
+	}{{"router parts", parts, k.RouterPartsBytes(rows, experts, K)}, {"router weights matrix", w, f32(experts * K)}, {"router activations", x, f32(rows * K)}} {
+		if err := need(c.what, c.b, c.n); err != nil {
+			return err
+		}
+	}
+	gx, gy := ceil(rows, routerTileTokens), ceil(experts, routerTileExperts)
+	if lim := k.info.MaxWorkgroupCount; gx > int(lim[0]) || gy > int(lim[1]) || splits > int(lim[2]) {
+		return fmt.Errorf("kernels: router parts: %dx%dx%d workgroups exceed the device's grid %v", gx, gy, splits, lim)
+	}
+	p, err := k.pipeline(k.RouterPartsSpec(g != nil))
+	if err != nil {
+		return err
+	}
+	s.Label(fmt.Sprintf("%dx%d F32, %d parts", experts, K, splits))
+	s.Dispatch(p, []vk.Binding{parts, w, x, gb}, vk.Push(uint32(rows), uint32(experts), uint32(K/4), uint32(span/4)),
+		uint32(gx), uint32(gy), uint32(splits))
+	return nil
+}
+
+// RouterPartsSpec is the pipeline RouterParts builds.
+func (k *Kernels) RouterPartsSpec(rms bool) vk.PipelineSpec {
+	// The workgroup size is fixed in the shader (16 × 16 lanes).
+	return spec("router_parts", 4, 16, 0, b32(rms))
+}
+
+// RouteParts records route.comp over RouterParts' parts: each token's
+// parts summed in their order, times the RMS norm's factor of its row of
+// x where norm is not nil (RouterParts applied the weight), into logits
+// (rows × experts), then Route's top-k into ids and weights.
+func (k *Kernels) RouteParts(s *vk.Sequence, ids, weights, logits, parts, x vk.Binding, norm *RouterNorm, rows, experts, K, topK int, renorm bool) error {
+	if err := positive("route parts", rows, experts, topK, K); err != nil {
+		return err
+	}
+	if topK > experts || experts > MaxExperts {
+		return fmt.Errorf("kernels: route parts: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
+	}
+	if K%4 != 0 {
+		return fmt.Errorf("kernels: route parts: rows of %d values: want a multiple of 4", K)
+	}
+	_, splits := k.routerSpan(rows, experts, K)
+	xb, eps := x, float32(0)
+	if norm != nil {
+		if err := vec4Aligned("route parts", x); err != nil {
+			return err
+		}
+		if err := need("route activations", x, f32(rows*K)); err != nil {
+			return err
+		}
+		eps = norm.Eps
+	} else {
+		var err error
+		if xb, err = k.unusedInput(); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		what string
+		b    vk.Binding
+		n    int64
+	}{{"route logits", logits, f32(rows * experts)}, {"route ids", ids, f32(rows * topK)}, {"route weights", weights, f32(rows * topK)},
+		{"route parts", parts, k.RouterPartsBytes(rows, experts, K)}} {
+		if err := need(c.what, c.b, c.n); err != nil {
+			return err
+		}
+	}
+	p, err := k.pipeline(k.RoutePartsSpec(renorm, norm != nil, experts))
+	if err != nil {
+		return err
+	}
+	gx, gy := k.grid(rows)
+	s.Label(fmt.Sprintf("top %d of %d, %d parts", topK, experts, splits))
+	s.Dispatch(p, []vk.Binding{logits, ids, weights, parts, xb},
+		vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(splits), uint32(K/4), math.Float32bits(eps)), gx, gy, 1)
+	return nil
+}
+
+// RoutePartsSpec is the pipeline RouteParts builds.
+func (k *Kernels) RoutePartsSpec(renorm, rms bool, experts int) vk.PipelineSpec {
+	return k.routeSpec(renorm, true, rms, experts)
 }
 
 // RouterRowsFor is how many experts' logits a router workgroup computes

@@ -64,6 +64,61 @@ func TestRoute(t *testing.T) {
 // activations each time.
 func TestRouter(t *testing.T) {
 	k := setup(t)
+	testRouter(t, k, func(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, norm *RouterNorm, n, e, K, topK int, renorm bool) error {
+		return k.Router(s, ids, weights, logits, w, x, norm, n, e, K, topK, renorm)
+	})
+	b := vk.Binding{}
+	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 8, 5, true); err == nil {
+		t.Error("top 5 of 4 experts recorded")
+	}
+	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 6, 2, true); err == nil {
+		t.Error("rows of 6 values recorded")
+	}
+	// One token more than the grid's y takes (devices allow 65535, or
+	// more, up to what 32-bit indices leave).
+	n := int(k.info.MaxWorkgroupCount[1]) + 1
+	if err := k.Router(nil, b, b, b, b, b, nil, n, 4, 4, 2, true); n < 1<<29 && (err == nil || !strings.Contains(err.Error(), "grid")) {
+		t.Errorf("%d tokens: %v, want the device's grid limit", n, err)
+	}
+}
+
+// TestRouterParts checks the prefill router in parts (RouterParts, then
+// RouteParts over its scratch) on TestRouter's cases: one token to 300,
+// tiles of tokens and experts partly past the batch and E, K from 4
+// values (one partial chunk) to 2048 (splits of whole chunks).
+func TestRouterParts(t *testing.T) {
+	k := setup(t)
+	testRouter(t, k, func(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, norm *RouterNorm, n, e, K, topK int, renorm bool) error {
+		pb := buffer(t, k.RouterPartsBytes(n, e, K), nil)
+		var g *vk.Binding
+		if norm != nil {
+			g = &norm.G
+		}
+		if err := k.RouterParts(s, whole(pb), w, x, g, n, e, K); err != nil {
+			return err
+		}
+		s.Barrier()
+		return k.RouteParts(s, ids, weights, logits, whole(pb), x, norm, n, e, K, topK, renorm)
+	})
+	if _, splits := k.routerSpan(37, 128, 2048); splits < 2 {
+		t.Errorf("37 tokens over 128 experts of 2048 values: %d splits, want several (the cases above would not test them)", splits)
+	}
+	b := vk.Binding{}
+	if err := k.RouteParts(nil, b, b, b, b, b, nil, 1, 4, 8, 5, true); err == nil {
+		t.Error("top 5 of 4 experts recorded")
+	}
+	if err := k.RouterParts(nil, b, b, b, nil, 1, 4, 6); err == nil {
+		t.Error("rows of 6 values recorded")
+	}
+}
+
+// routerRec records a router over its bindings: Router, or RouterParts
+// and RouteParts.
+type routerRec func(s *vk.Sequence, ids, weights, logits, w, x vk.Binding, norm *RouterNorm, n, e, K, topK int, renorm bool) error
+
+// testRouter runs rec on decode's few tokens and prefill's batches, with
+// and without the norm, against checkRouter.
+func testRouter(t *testing.T, k *Kernels, rec routerRec) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, c := range []struct{ e, k, n, K int }{{8, 2, 1, 256}, {128, 8, 3, 2048}, {7, 3, 2, 36}, {1, 1, 1, 4}, {300, 7, 2, 100}, {MaxExperts, 4, 1, 64}, {5, 5, 9, 12},
 		// Prefill batches: 16 experts a workgroup, the last group partly
@@ -89,7 +144,7 @@ func TestRouter(t *testing.T) {
 					if r > 0 {
 						s.Barrier()
 					}
-					if err := k.Router(s, whole(ib), whole(ob), whole(lb), whole(wb), whole(xb), norm, c.n, c.e, c.K, c.k, renorm); err != nil {
+					if err := rec(s, whole(ib), whole(ob), whole(lb), whole(wb), whole(xb), norm, c.n, c.e, c.K, c.k, renorm); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -110,19 +165,6 @@ func TestRouter(t *testing.T) {
 				}
 			})
 		}
-	}
-	b := vk.Binding{}
-	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 8, 5, true); err == nil {
-		t.Error("top 5 of 4 experts recorded")
-	}
-	if err := k.Router(nil, b, b, b, b, b, nil, 1, 4, 6, 2, true); err == nil {
-		t.Error("rows of 6 values recorded")
-	}
-	// One token more than the grid's y takes (devices allow 65535, or
-	// more, up to what 32-bit indices leave).
-	n := int(k.info.MaxWorkgroupCount[1]) + 1
-	if err := k.Router(nil, b, b, b, b, b, nil, n, 4, 4, 2, true); n < 1<<29 && (err == nil || !strings.Contains(err.Error(), "grid")) {
-		t.Errorf("%d tokens: %v, want the device's grid limit", n, err)
 	}
 }
 
