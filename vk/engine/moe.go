@@ -80,15 +80,10 @@ func (p *program) Route(ids, weights, logits, router, x backend.Tensor, k int, n
 	// A prefill batch: the product in parts of K, tiles of tokens and
 	// experts reading the router matrix once a tile, then the parts summed
 	// and routed.
-	size := p.e.k.RouterPartsBytes(a.rows, l.cols, a.cols)
-	if p.routerParts == nil || p.routerParts.Size() < size {
-		var err error
-		if p.routerParts, err = p.buffer(size, false); err != nil {
-			p.fail(err)
-			return
-		}
+	parts, ok := p.scratch(&p.routerParts, p.e.k.RouterPartsBytes(a.rows, l.cols, a.cols))
+	if !ok {
+		return
 	}
-	parts := vk.Binding{Buf: p.routerParts, Size: size}
 	var g *vk.Binding
 	if rn != nil {
 		g = &rn.G

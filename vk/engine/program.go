@@ -127,6 +127,22 @@ func (p *program) buffer(size int64, host bool) (*vk.Buffer, error) {
 	return b, nil
 }
 
+// scratch returns the first size bytes of *b, a scratch buffer the
+// program owns and shares between ops that a barrier separates, first
+// replacing it with a larger one where it is smaller; false (the error
+// kept for Record) if that cannot be allocated.
+func (p *program) scratch(b **vk.Buffer, size int64) (vk.Binding, bool) {
+	if *b == nil || (*b).Size() < size {
+		nb, err := p.buffer(size, false)
+		if err != nil {
+			p.fail(err)
+			return vk.Binding{}, false
+		}
+		*b = nb
+	}
+	return vk.Binding{Buf: *b, Size: size}, true
+}
+
 // op records one kernel that reads the ranges of reads and writes those
 // of writes: the barriers look at their buffers, the profile's waterfall
 // at the bytes read (count). A barrier goes before it only when it depends on a dispatch
@@ -423,15 +439,10 @@ func (p *program) productCoop(d, m, a, r *tensor) {
 	}
 	// K in parts, each a partial product, then their sum (with the
 	// residual, for MatMulAdd).
-	size := 4 * int64(splits) * int64(a.rows) * int64(m.rows)
-	if p.splitPart == nil || p.splitPart.Size() < size {
-		var err error
-		if p.splitPart, err = p.buffer(size, false); err != nil {
-			p.fail(err)
-			return
-		}
+	part, ok := p.scratch(&p.splitPart, 4*int64(splits)*int64(a.rows)*int64(m.rows))
+	if !ok {
+		return
 	}
-	part := vk.Binding{Buf: p.splitPart, Size: size}
 	p.op(bindings(m.b, c.b), bindings(part), func() error {
 		return p.e.k.MatMulCoopSplit(p.seq, part, m.b, c.b, m.typ, a.rows, m.rows, m.cols, tile, splits)
 	})
@@ -667,13 +678,10 @@ func (p *program) Attend(dst, q backend.Tensor, layer int, a backend.Attention) 
 		// Every layer's split-k partials share one buffer, written and read
 		// (by the reduce pass) inside Record: listed as written, the next
 		// layer's use waits for this one's.
-		if p.faScratch == nil || p.faScratch.Size() < size {
-			if p.faScratch, err = p.buffer(size, false); err != nil {
-				p.fail(err)
-				return
-			}
+		var ok bool
+		if io.Scratch, ok = p.scratch(&p.faScratch, size); !ok {
+			return
 		}
-		io.Scratch = whole(p.faScratch)
 		writes = append(writes, io.Scratch)
 	}
 	// Decode: the reduce pass also rounds the output for the output
