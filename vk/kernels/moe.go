@@ -17,35 +17,59 @@ const MaxExperts = 1024
 // exact f32 integers, descending, ties to the lower index) and their
 // probabilities into weights (rows × k), renormalised to sum 1 when norm.
 func (k *Kernels) Route(s *vk.Sequence, ids, weights, logits vk.Binding, rows, experts, topK int, norm bool) error {
+	return k.route(s, ids, weights, logits, routeParts{}, rows, experts, topK, norm)
+}
+
+// routeParts is what route.comp sums into the logits before it routes
+// (PARTS): n parts of K-value products (none: the logits are given), and
+// with rms the residual x whose RMS factor scales them.
+type routeParts struct {
+	parts, x vk.Binding
+	n, K     int
+	rms      bool
+	eps      float32
+}
+
+// route records route.comp, for Route and RouteParts.
+func (k *Kernels) route(s *vk.Sequence, ids, weights, logits vk.Binding, in routeParts, rows, experts, topK int, norm bool) error {
 	if err := positive("route", rows, experts, topK); err != nil {
 		return err
 	}
 	if topK > experts || experts > MaxExperts {
 		return fmt.Errorf("kernels: route: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
 	}
-	if err := positive("route", rows, experts); err != nil { // logit indices
-		return err
-	}
-	if err := need("route logits", logits, f32(rows*experts)); err != nil {
-		return err
-	}
-	if err := need("route ids", ids, f32(rows*topK)); err != nil {
-		return err
-	}
-	if err := need("route weights", weights, f32(rows*topK)); err != nil {
-		return err
+	for _, c := range []struct {
+		what string
+		b    vk.Binding
+		n    int64
+	}{{"route logits", logits, f32(rows * experts)}, {"route ids", ids, f32(rows * topK)}, {"route weights", weights, f32(rows * topK)}} {
+		if err := need(c.what, c.b, c.n); err != nil {
+			return err
+		}
 	}
 	unused, err := k.unusedInput()
 	if err != nil {
 		return err
 	}
-	p, err := k.pipeline(k.RouteSpec(norm, experts))
+	parts, x := unused, unused
+	if in.n > 0 {
+		parts = in.parts
+	}
+	if in.rms {
+		x = in.x
+	}
+	p, err := k.pipeline(k.routeSpec(norm, in.n > 0, in.rms, experts))
 	if err != nil {
 		return err
 	}
 	gx, gy := k.grid(rows)
-	s.Label(fmt.Sprintf("top %d of %d", topK, experts))
-	s.Dispatch(p, []vk.Binding{logits, ids, weights, unused, unused}, vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(0), uint32(0), float32(0)), gx, gy, 1)
+	label := fmt.Sprintf("top %d of %d", topK, experts)
+	if in.n > 0 {
+		label += fmt.Sprintf(", %d parts", in.n)
+	}
+	s.Label(label)
+	s.Dispatch(p, []vk.Binding{logits, ids, weights, parts, x},
+		vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(in.n), uint32(in.K/4), in.eps), gx, gy, 1)
 	return nil
 }
 
@@ -164,17 +188,17 @@ func (k *Kernels) RouterPartsSpec(rms bool) vk.PipelineSpec {
 // x where norm is not nil (RouterParts applied the weight), into logits
 // (rows × experts), then Route's top-k into ids and weights.
 func (k *Kernels) RouteParts(s *vk.Sequence, ids, weights, logits, parts, x vk.Binding, norm *RouterNorm, rows, experts, K, topK int, renorm bool) error {
-	if err := positive("route parts", rows, experts, topK, K); err != nil {
+	if err := positive("route parts", rows, experts, K); err != nil {
 		return err
-	}
-	if topK > experts || experts > MaxExperts {
-		return fmt.Errorf("kernels: route parts: top %d of %d experts (at most %d experts)", topK, experts, MaxExperts)
 	}
 	if K%4 != 0 {
 		return fmt.Errorf("kernels: route parts: rows of %d values: want a multiple of 4", K)
 	}
 	_, splits := k.routerSpan(rows, experts, K)
-	xb, eps := x, float32(0)
+	in := routeParts{parts: parts, n: splits, K: K}
+	if err := need("route parts", parts, k.RouterPartsBytes(rows, experts, K)); err != nil {
+		return err
+	}
 	if norm != nil {
 		if err := vec4Aligned("route parts", x); err != nil {
 			return err
@@ -182,32 +206,9 @@ func (k *Kernels) RouteParts(s *vk.Sequence, ids, weights, logits, parts, x vk.B
 		if err := need("route activations", x, f32(rows*K)); err != nil {
 			return err
 		}
-		eps = norm.Eps
-	} else {
-		var err error
-		if xb, err = k.unusedInput(); err != nil {
-			return err
-		}
+		in.x, in.rms, in.eps = x, true, norm.Eps
 	}
-	for _, c := range []struct {
-		what string
-		b    vk.Binding
-		n    int64
-	}{{"route logits", logits, f32(rows * experts)}, {"route ids", ids, f32(rows * topK)}, {"route weights", weights, f32(rows * topK)},
-		{"route parts", parts, k.RouterPartsBytes(rows, experts, K)}} {
-		if err := need(c.what, c.b, c.n); err != nil {
-			return err
-		}
-	}
-	p, err := k.pipeline(k.RoutePartsSpec(renorm, norm != nil, experts))
-	if err != nil {
-		return err
-	}
-	gx, gy := k.grid(rows)
-	s.Label(fmt.Sprintf("top %d of %d, %d parts", topK, experts, splits))
-	s.Dispatch(p, []vk.Binding{logits, ids, weights, parts, xb},
-		vk.Push(uint32(rows), uint32(experts), uint32(topK), uint32(splits), uint32(K/4), math.Float32bits(eps)), gx, gy, 1)
-	return nil
+	return k.route(s, ids, weights, logits, in, rows, experts, topK, renorm)
 }
 
 // RoutePartsSpec is the pipeline RouteParts builds.
