@@ -142,7 +142,7 @@ func (p *program) expertX(a *tensor, t quant.Type) (vk.Binding, bool) {
 // or not) can write its output's q8 copy: whole blocks of 32 values, and
 // half the shape's rows dividing 32 (kernels.MatVecIDGLU).
 func gluQ8Out(k *kernels.Kernels, e *expertProduct, q8 bool) bool {
-	sh := k.IDGLUShape(q8, e.d.cols, e.m.cols)
+	sh := k.IDGLUShape(q8, e.d.cols, e.m.cols, e.id.cols)
 	return e.d.cols%32 == 0 && 32%(sh.Rows/2) == 0
 }
 
@@ -383,7 +383,7 @@ func (o *planOps) matVecID(e *expertProduct) {
 		if q8 {
 			name += "_q8"
 		}
-		sh := k.IDGLUShape(q8, e.d.cols, e.m.cols)
+		sh := k.IDGLUShape(q8, e.d.cols, e.m.cols, e.id.cols)
 		o.wrote(e.gdst)
 		q8Out := gluQ8Out(k, e, q8) && o.q8Out(e.gdst)
 		op := fmt.Sprintf("%s %d experts of %dx%d %s %s %s", name, e.experts, e.d.cols, e.m.cols, e.m.typ, *e.glu, sh)
@@ -415,7 +415,7 @@ func (o *planOps) MoESum(dst, y, weights, r backend.Tensor) {
 		if q8 {
 			name += "_q8"
 		}
-		sh := k.IDSumShape(q8, d.cols, e.m.cols, e.id.cols)
+		sh := k.IDSumShape(e.m.typ, q8, d.cols, e.m.cols, e.id.cols)
 		o.add(fmt.Sprintf("%s %d experts of %dx%d %s %s", name, e.experts, d.cols, e.m.cols, e.m.typ, sh), 0, k.MatVecIDSumSpec(e.m.typ, sh, q8))
 		o.wrote(d)
 		return

@@ -426,18 +426,26 @@ func (k *Kernels) MatVecIDSpec(t quant.Type, sh MatVecShape) vk.PipelineSpec {
 // MatVecIDGLU writes) and meets quantized weights in integer dot products
 // (matvec_id_sum_q8.comp; Kernels.UseQ8).
 func (k *Kernels) MatVecIDSum(s *vk.Sequence, dst, w, x, ids, weights, r vk.Binding, t quant.Type, tokens, topK, xRows, experts, rows, K int, q8 bool) error {
-	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.IDSumShape(q8, rows, K, topK), q8)
+	return k.MatVecIDSumWith(s, dst, w, x, ids, weights, r, t, tokens, topK, xRows, experts, rows, K, k.IDSumShape(t, q8, rows, K, topK), q8)
 }
 
-// IDSumShape is the shape MatVecIDSum uses for rows × K experts of which
-// each token mixes topK: k.MatVec, or with q8 k.MatVecQ8For's for rows of
-// topK·K values, since a workgroup's lanes take the slices of all the
-// token's experts at once.
-func (k *Kernels) IDSumShape(q8 bool, rows, K, topK int) MatVecShape {
-	if q8 {
-		return k.MatVecQ8For(rows, K*topK)
+// IDSumShape is the shape MatVecIDSum uses for rows × K experts of type
+// t of which each token mixes topK: k.MatVec, or with q8 k.MatVecQ8For's
+// for rows of topK·K values, since a workgroup's lanes take the slices of
+// all the token's experts at once. Q6_K takes twice those lanes (up to
+// 128): its slices are stitched from 32-bit words, so a lane's chain of
+// slices is the longer, and on an H200 Qwen3-30B-A3B's Q6_K down experts
+// took 11.1 µs on 128 lanes against 13.1 on 64, while Q4_K's took 8.9 on
+// 64 against 11.6 on 128 (BenchmarkMoEDecode, docs/KERNELS.md).
+func (k *Kernels) IDSumShape(t quant.Type, q8 bool, rows, K, topK int) MatVecShape {
+	if !q8 {
+		return k.MatVec
 	}
-	return k.MatVec
+	sh := k.MatVecQ8For(rows, K*topK)
+	if t == quant.Q6_K && k.MatVecQ8.Lanes == 0 && sh.Lanes < 128 {
+		sh.Lanes = min(2*sh.Lanes, 128, k.info.MaxWorkgroupInvocations)
+	}
+	return sh
 }
 
 // MatVecIDSumWith is MatVecIDSum in shape sh.
@@ -500,17 +508,22 @@ func (k *Kernels) MatVecIDSumSpec(t quant.Type, sh MatVecShape, q8 bool) vk.Pipe
 // dst's q8 copy is written too, for the down product (rows a multiple of
 // 32 and half the shape's rows dividing 32).
 func (k *Kernels) MatVecIDGLU(s *vk.Sequence, g GLU, dst, wGate, wUp, x, ids vk.Binding, q8Out *vk.Binding, t quant.Type, slots, topK, xRows, experts, rows, K int, q8 bool) error {
-	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, q8Out, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape(q8, rows, K), q8)
+	return k.MatVecIDGLUWith(s, g, dst, wGate, wUp, x, ids, q8Out, t, slots, topK, xRows, experts, rows, K, k.IDGLUShape(q8, rows, K, topK), q8)
 }
 
-// IDGLUShape is the shape MatVecIDGLU uses for rows × K experts: k.MatVec,
-// or with q8 k.MatVecQ8For's, with Rows raised to an even count of at
-// least gatedRows (a workgroup computes Rows/2 rows of gate and of up).
-func (k *Kernels) IDGLUShape(q8 bool, rows, K int) MatVecShape {
-	sh := k.MatVec
+// IDGLUShape is the shape MatVecIDGLU uses for rows × K experts of which
+// each token takes topK: k.MatVec with Rows raised to an even count of at
+// least gatedRows (a workgroup computes Rows/2 rows of gate and of up), or
+// with q8 k.MatVecQ8 of idGatedRows rows, its lanes sized (SizeMatVecQ8)
+// for the workgroups of all topK experts' gate and up rows, which one
+// dispatch runs together.
+func (k *Kernels) IDGLUShape(q8 bool, rows, K, topK int) MatVecShape {
 	if q8 {
-		sh = k.MatVecQ8For(2*rows, K)
+		sh := k.MatVecQ8
+		sh.Rows = idGatedRows
+		return k.SizeMatVecQ8(sh, 2*topK*rows, K)
 	}
+	sh := k.MatVec
 	sh.Rows = max(ceil(sh.Rows, 2)*2, gatedRows)
 	return sh
 }

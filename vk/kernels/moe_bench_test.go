@@ -168,3 +168,120 @@ func benchBuffer(b *testing.B, n int64) *vk.Buffer {
 	b.Cleanup(buf.Free)
 	return buf
 }
+
+// BenchmarkMoEDecode times a Qwen3-30B-A3B decode token's expert products
+// as decode chains them, with 8-bit activations: matvec_id_glu_q8 (the 8
+// chosen experts' gate and up, 768 rows of 2048 in Q4_K, writing the
+// gated activation's q8 copy) then matvec_id_sum_q8 (their down, 2048
+// rows of 768 in Q6_K and in Q4_K, mixed into the residual), a barrier
+// after each. Each pair of products takes its own 8 distinct experts at
+// random, so the weights come from memory as a token's do (the stacks
+// are 226 and 165 MB). It reports µs a product for each, in the engine's
+// shapes and, with -sweep, in other lane and row counts.
+func BenchmarkMoEDecode(b *testing.B) {
+	k := benchSetup(b)
+	if !k.info.IntegerDot {
+		b.Skip("no integer dot products")
+	}
+	const topK, ff, embd, calls = 8, 768, 2048, 64
+	const stride = 256 // bytes between the calls' ids and weights: any offset alignment
+	rbGU, err := quant.Q4_K.RowBytes(embd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	experts := 128
+	for experts > 2*topK && uint64(2*experts*ff*rbGU) > k.info.MaxStorageRange {
+		experts /= 2 // lavapipe's bindings: the timings are then not a token's
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	idv := make([]float32, calls*stride/4)
+	wv := make([]float32, calls*stride/4)
+	for c := range calls {
+		for j, e := range r.Perm(experts)[:topK] {
+			idv[c*stride/4+j] = float32(e)
+			wv[c*stride/4+j] = 1.0 / topK
+		}
+	}
+	ids, mix := benchBuffer(b, int64(calls*stride)), benchBuffer(b, int64(calls*stride))
+	if err := ids.Write(0, f32Bytes(idv)); err != nil {
+		b.Fatal(err)
+	}
+	if err := mix.Write(0, f32Bytes(wv)); err != nil {
+		b.Fatal(err)
+	}
+	gu := benchMatrices(b, quant.Q4_K, 2*experts*ff, embd, 0)[0]
+	defer gu.Free()
+	gate := vk.Binding{Buf: gu, Size: int64(experts * ff * rbGU)}
+	up := vk.Binding{Buf: gu, Off: gate.Size, Size: gate.Size}
+	x := benchBuffer(b, Q8Bytes(1, embd))
+	if err := x.Write(0, make([]byte, Q8Bytes(1, embd))); err != nil {
+		b.Fatal(err)
+	}
+	act := benchBuffer(b, f32(topK*ff))
+	actQ8 := benchBuffer(b, Q8Bytes(topK, ff))
+	res := benchBuffer(b, f32(embd))
+	at := func(buf *vk.Buffer, c int) vk.Binding {
+		return vk.Binding{Buf: buf, Off: int64(c * stride), Size: f32(topK)}
+	}
+	q8 := whole(actQ8)
+
+	gluShapes := []MatVecShape{k.IDGLUShape(true, ff, embd, topK)}
+	if *sweep {
+		for _, l := range []int{32, 64, 128, 256} {
+			for _, rows := range []int{2, 4, 8, 16} {
+				if sh := (MatVecShape{Lanes: l, Rows: rows, Unroll: 1}); sh != gluShapes[0] {
+					gluShapes = append(gluShapes, sh)
+				}
+			}
+		}
+	}
+	for _, sh := range gluShapes {
+		b.Run(fmt.Sprintf("glu/%dx%d/Q4_K/%s", ff, embd, sh), func(b *testing.B) {
+			timeChain(b, calls, func(s *vk.Sequence, c int) error {
+				return k.MatVecIDGLUWith(s, SwiGLU, whole(act), gate, up, whole(x), at(ids, c), &q8, quant.Q4_K, topK, topK, 1, experts, ff, embd, sh, true)
+			})
+		})
+	}
+	for _, qt := range []quant.Type{quant.Q6_K, quant.Q4_K} {
+		down := benchMatrices(b, qt, experts*embd, ff, 0)[0]
+		sumShapes := []MatVecShape{k.IDSumShape(qt, true, embd, ff, topK)}
+		if *sweep {
+			for _, l := range []int{32, 64, 128, 256} {
+				for _, rows := range []int{1, 2, 4, 8} {
+					for _, u := range []int{1, 2} {
+						if sh := (MatVecShape{Lanes: l, Rows: rows, Unroll: u}); sh != sumShapes[0] {
+							sumShapes = append(sumShapes, sh)
+						}
+					}
+				}
+			}
+		}
+		for _, sh := range sumShapes {
+			b.Run(fmt.Sprintf("sum/%dx%d/%s/%s", embd, ff, qt, sh), func(b *testing.B) {
+				timeChain(b, calls, func(s *vk.Sequence, c int) error {
+					return k.MatVecIDSumWith(s, whole(res), whole(down), q8, at(ids, c), at(mix, c), whole(res), qt, 1, topK, topK, experts, embd, ff, sh, true)
+				})
+			})
+		}
+		down.Free()
+	}
+}
+
+// timeChain records calls dependent dispatches of rec, a barrier after
+// each, and reports the GPU µs of one.
+func timeChain(b *testing.B, calls int, rec func(s *vk.Sequence, c int) error) {
+	s := benchDev.NewSequence()
+	defer s.Free()
+	for c := range calls {
+		if err := rec(s, c); err != nil {
+			b.Fatal(err)
+		}
+		s.Barrier()
+	}
+	if err := s.End(); err != nil {
+		b.Fatal(err)
+	}
+	if gpu := runTimed(b, s); gpu > 0 {
+		b.ReportMetric(gpu/float64(b.N*calls), "us/op")
+	}
+}

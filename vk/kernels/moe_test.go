@@ -315,7 +315,7 @@ func TestMatVecIDSum(t *testing.T) {
 				perSlot, alias := i%2 == 0, (i+i/3)%2 == 0
 				rows := []int{7, 33, 1, 12}[i%4]
 				K := kFor(qt)[i%2]
-				sh := []MatVecShape{k.IDSumShape(q8, rows, K, topK), {32, 3, 2, 0}}[i%2]
+				sh := []MatVecShape{k.IDSumShape(qt, q8, rows, K, topK), {32, 3, 2, 0}}[i%2]
 				i++
 				t.Run(fmt.Sprintf("%s/q8=%v/k%d/%s/perslot=%v/alias=%v/n%d/%dx%d/%s", qt, q8, topK, c.name, perSlot, alias, n, rows, K, sh), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(i), 17))
@@ -395,7 +395,7 @@ func TestMatVecIDGLU(t *testing.T) {
 				perSlot, upFirst := i%2 == 0, (i+i/3)%2 == 0
 				rows := []int{7, 64, 1, 96, 32}[i%5]
 				K := kFor(qt)[i%2]
-				sh := []MatVecShape{k.IDGLUShape(q8, rows, K), {32, 2, 2, 0}, {16, 6, 1, 0}, {32, 16, 1, 0}}[i%4]
+				sh := []MatVecShape{k.IDGLUShape(q8, rows, K, topK), {32, 2, 2, 0}, {16, 6, 1, 0}, {32, 16, 1, 0}}[i%4]
 				i++
 				t.Run(fmt.Sprintf("%s/q8=%v/%s/k%d/%s/perslot=%v/upfirst=%v/n%d/%dx%d/%s", qt, q8, g, topK, c.name, perSlot, upFirst, n, rows, K, sh), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(i), 19))
