@@ -218,12 +218,15 @@ func (k *Kernels) RoutePartsSpec(renorm, rms bool, experts int) vk.PipelineSpec 
 
 // RouterRowsFor is how many experts' logits a router workgroup computes
 // for a batch of rows tokens. Decode's few tokens need the experts spread
-// over many workgroups to fill the GPU; a prefill batch has workgroups
-// enough in its tokens, and each workgroup reads (and, fused with the norm,
-// normalises) its token's row once for all its experts.
+// over many workgroups to fill the GPU: one expert each, so that each
+// lane's share of the pass is one trip of two vec4s of its row (on an
+// H200 Qwen3-30B-A3B's tg128 read 316 t/s at 4 experts a workgroup, 321–323
+// at 2 and 323–325 at 1, docs/BENCHMARKS.md); a prefill batch has
+// workgroups enough in its tokens, and each workgroup reads (and, fused
+// with the norm, normalises) its token's row once for all its experts.
 func RouterRowsFor(rows int) int {
 	if rows <= MaxMatVecCols {
-		return 4
+		return 1
 	}
 	return 16
 }
