@@ -38,12 +38,9 @@ var (
 	gatedRows = 8
 	// idGatedRows is the rows of a mixture of experts' gate and up
 	// product's workgroup with 8-bit activations (MatVecIDGLU), half of
-	// each. The topK experts' rows run in one dispatch, so a workgroup
-	// of one subgroup and few rows still leaves the GPU thousands of them:
-	// on an H200 Qwen3-30B-A3B's took 11.7 µs at 32 lanes × 4 rows, 12.8
-	// at 32 × 8 and 13.0 at 64 × 8 (the shape before), and tg128 went from
-	// 301–305 to 316–317 tokens/s with the Q6_K down shape of IDSumShape
-	// (docs/BENCHMARKS.md).
+	// each. The topK experts' rows run in one dispatch, so workgroups of
+	// few rows and lanes still number thousands, and each lane's chain of
+	// slices stays short (BenchmarkMoEDecode; docs/KERNELS.md).
 	idGatedRows = 4
 	// defaultTiles in order of preference.
 	defaultTiles = []Tile{

@@ -218,10 +218,10 @@ func (k *Kernels) RoutePartsSpec(renorm, rms bool, experts int) vk.PipelineSpec 
 
 // RouterRowsFor is how many experts' logits a router workgroup computes
 // for a batch of rows tokens. Decode's few tokens need the experts spread
-// over many workgroups to fill the GPU: one expert each, so that each
-// lane's share of the pass is one trip of two vec4s of its row (on an
-// H200 Qwen3-30B-A3B's tg128 read 316 t/s at 4 experts a workgroup, 321–323
-// at 2 and 323–325 at 1, docs/BENCHMARKS.md); a prefill batch has
+// over many workgroups to fill the GPU: one expert each, so that the
+// dispatch is as many short workgroups as there are experts, each lane's
+// share of the pass one trip of two vec4s (measured in docs/KERNELS.md,
+// "Mixture of experts"); a prefill batch has
 // workgroups enough in its tokens, and each workgroup reads (and, fused
 // with the norm, normalises) its token's row once for all its experts.
 func RouterRowsFor(rows int) int {
@@ -437,9 +437,7 @@ func (k *Kernels) MatVecIDSum(s *vk.Sequence, dst, w, x, ids, weights, r vk.Bind
 // for rows of topK·K values, since a workgroup's lanes take the slices of
 // all the token's experts at once. Q6_K takes twice those lanes (up to
 // 128): its slices are stitched from 32-bit words, so a lane's chain of
-// slices is the longer, and on an H200 Qwen3-30B-A3B's Q6_K down experts
-// took 11.1 µs on 128 lanes against 13.1 on 64, while Q4_K's took 8.9 on
-// 64 against 11.6 on 128 (BenchmarkMoEDecode, docs/KERNELS.md).
+// them is the longer (BenchmarkMoEDecode; docs/KERNELS.md).
 func (k *Kernels) IDSumShape(t quant.Type, q8 bool, rows, K, topK int) MatVecShape {
 	if !q8 {
 		return k.MatVec
