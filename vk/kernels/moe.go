@@ -221,9 +221,9 @@ func (k *Kernels) RoutePartsSpec(renorm, rms bool, experts int) vk.PipelineSpec 
 // over many workgroups to fill the GPU: one expert each, so that the
 // dispatch is as many short workgroups as there are experts, each lane's
 // share of the pass one trip of two vec4s (measured in docs/KERNELS.md,
-// "Mixture of experts"); a prefill batch has
-// workgroups enough in its tokens, and each workgroup reads (and, fused
-// with the norm, normalises) its token's row once for all its experts.
+// "Mixture of experts"). A prefill batch has workgroups enough in its
+// tokens, and each workgroup reads (and, fused with the norm, normalises)
+// its token's row once for all its experts.
 func RouterRowsFor(rows int) int {
 	if rows <= MaxMatVecCols {
 		return 1
