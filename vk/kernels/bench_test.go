@@ -530,13 +530,16 @@ func BenchmarkMatVecBatch(b *testing.B) {
 // writes the next products' q8 copy (what the fold replaces: two
 // dependent dispatches), then with the norm folded in (NormOut), in the
 // built-in shape and in shapes of other rows a workgroup (whole blocks of
-// 32 rows take no counters).
+// 32 rows take no counters); with -sweep also in 32 to 128 lanes × 1 to 4
+// rows. Qwen3-30B-A3B's o projection (2048×4096) is the fourth matrix: a
+// chain of plain products put other shapes first than the engine's, whose
+// products fold the norm (docs/BENCHMARKS.md, thirty-third session).
 func BenchmarkNormFold(b *testing.B) {
 	k := benchSetup(b)
 	if !k.info.IntegerDot {
 		b.Skip("no integer dot products")
 	}
-	for _, mat := range []benchMatrix{{quant.Q4_K, 4096, 4096}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 14336}} {
+	for _, mat := range []benchMatrix{{quant.Q4_K, 4096, 4096}, {quant.Q6_K, 4096, 14336}, {quant.Q4_K, 4096, 14336}, {quant.Q4_K, 2048, 4096}} {
 		qt, rows, K := mat.t, mat.rows, mat.K
 		mats := benchMatrices(b, qt, rows, K, 256<<20)
 		bufs := make([]*vk.Buffer, 6)
@@ -552,8 +555,16 @@ func BenchmarkNormFold(b *testing.B) {
 		}
 		def := k.MatVecQ8For(rows, K)
 		shapes := []MatVecShape{def}
-		for _, sh := range []MatVecShape{{Lanes: 128, Rows: 8, Unroll: 1}, {Lanes: 128, Rows: 16, Unroll: 1}, {Lanes: 128, Rows: 32, Unroll: 1}, {Lanes: 64, Rows: 32, Unroll: 1}} {
-			if sh != def {
+		others := []MatVecShape{{Lanes: 128, Rows: 8, Unroll: 1}, {Lanes: 128, Rows: 16, Unroll: 1}, {Lanes: 128, Rows: 32, Unroll: 1}, {Lanes: 64, Rows: 32, Unroll: 1}}
+		if *sweep {
+			for _, lanes := range []int{32, 64, 128} {
+				for _, r := range []int{1, 2, 4} {
+					others = append(others, MatVecShape{Lanes: lanes, Rows: r, Unroll: 1})
+				}
+			}
+		}
+		for _, sh := range others {
+			if !slices.Contains(shapes, sh) {
 				shapes = append(shapes, sh)
 			}
 		}
