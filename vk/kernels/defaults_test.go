@@ -116,3 +116,41 @@ func TestDefaultMatVecBatch(t *testing.T) {
 		t.Errorf("with 8-bit activations and MatVecBatch 32: MatVecTakes(32) %v, MatVecTakes(33) %v", k.MatVecTakes(32), k.MatVecTakes(33))
 	}
 }
+
+// TestMoEDecodeShapes pins the mixture-of-experts decode shapes on an
+// H200's limits (h200Limits), Qwen3-30B-A3B's experts (768 rows of 2048,
+// 8 a token): gate and up on one subgroup of 32 lanes × 4 rows, since the
+// 8 experts' rows make the workgroups; the down experts 64 lanes × 2
+// rows, twice the lanes for Q6_K; at wave64 (RDNA's policy) whole
+// subgroups of 64. A profile's lanes keep Q6_K's; f32 activations keep
+// the plain shape with gated rows. Decode's router takes one expert a
+// workgroup, prefill's 16.
+func TestMoEDecodeShapes(t *testing.T) {
+	k := h200Limits()
+	k.MatVec, k.MatVecQ8 = defaultMatVec, defaultMatVecQ8
+	for _, c := range []struct {
+		what      string
+		got, want MatVecShape
+	}{
+		{"gate, up", k.IDGLUShape(true, 768, 2048, 8), MatVecShape{Lanes: 32, Rows: 4, Unroll: 1}},
+		{"down Q4_K", k.IDSumShape(quant.Q4_K, true, 2048, 768, 8), MatVecShape{Lanes: 64, Rows: 2, Unroll: 1}},
+		{"down Q6_K", k.IDSumShape(quant.Q6_K, true, 2048, 768, 8), MatVecShape{Lanes: 128, Rows: 2, Unroll: 1}},
+		{"gate, up in f32", k.IDGLUShape(false, 768, 2048, 8), MatVecShape{Lanes: 128, Rows: gatedRows, Unroll: 1}},
+		{"down Q6_K in f32", k.IDSumShape(quant.Q6_K, false, 2048, 768, 8), defaultMatVec},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	k.MatVecQ8.Wave = 64
+	if got, want := k.IDGLUShape(true, 768, 2048, 8), (MatVecShape{Lanes: 64, Rows: 4, Unroll: 1, Wave: 64}); got != want {
+		t.Errorf("gate, up at wave64: %v, want %v", got, want)
+	}
+	k.MatVecQ8 = MatVecShape{Lanes: 64, Rows: 2, Unroll: 1} // a profile's
+	if got := k.IDSumShape(quant.Q6_K, true, 2048, 768, 8); got.Lanes != 64 {
+		t.Errorf("down Q6_K under a profile's 64 lanes: %v", got)
+	}
+	if RouterRowsFor(1) != 1 || RouterRowsFor(MaxMatVecCols) != 1 || RouterRowsFor(MaxMatVecCols+1) != 16 {
+		t.Errorf("router experts a workgroup: %d, %d, %d", RouterRowsFor(1), RouterRowsFor(MaxMatVecCols), RouterRowsFor(MaxMatVecCols+1))
+	}
+}
