@@ -42,7 +42,10 @@ layout(push_constant) uniform Push {
 
 #include "route.glsl"
 
-shared float ssq[WG]; // the subgroups' sums of squares, with RMS
+// The sum of squares of the RMS factor, across the workgroup.
+const uint NSG = (WG + SGMIN - 1u) / SGMIN;
+#define RED_N 1u
+#include "reduce.glsl"
 
 void main() {
     uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -57,16 +60,9 @@ void main() {
                 vec4 v = x4[row * pc.K4 + i];
                 ss += dot(v, v);
             }
-            ss = subgroupAdd(ss);
-            if (subgroupElect()) {
-                ssq[gl_SubgroupID] = ss;
-            }
-            barrier();
-            ss = 0.0;
-            for (uint i = 0u; i < gl_NumSubgroups; i++) {
-                ss += ssq[i];
-            }
-            scale = inversesqrt(ss / float(4u * pc.K4) + pc.eps);
+            red_v[0] = ss;
+            wg_reduce(false);
+            scale = inversesqrt(red_v[0] / float(4u * pc.K4) + pc.eps);
         }
         for (uint e = gl_LocalInvocationIndex; e < pc.E; e += WG) {
             float s = 0.0;
